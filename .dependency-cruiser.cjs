@@ -1,0 +1,50 @@
+// The dependency direction of ARCHITECTURE.md, enforced in CI (`npm run depcheck`).
+// Each layer lists what it may import; anything else under src/ is a violation.
+const allowed = {
+  lib: [],
+  haystack: ['lib'],
+  config: ['lib'],
+  store: ['haystack', 'lib'],
+  model: ['store', 'haystack', 'lib'],
+  drivers: ['haystack', 'lib'],
+  poller: ['drivers', 'model', 'store', 'haystack', 'lib'],
+  watch: ['model', 'haystack', 'lib'],
+  auth: ['model', 'store', 'haystack', 'lib'],
+  sync: ['model', 'store', 'haystack', 'lib'],
+  api: ['auth', 'watch', 'model', 'store', 'poller', 'haystack', 'lib'],
+};
+const layers = Object.keys(allowed);
+
+module.exports = {
+  forbidden: [
+    ...layers.map((layer) => ({
+      name: `${layer}-direction`,
+      comment: `src/${layer} may import only: ${allowed[layer].join(', ') || 'nothing else in src'}`,
+      severity: 'error',
+      from: { path: `^src/${layer}/` },
+      to: {
+        path: '^src/',
+        pathNot: [`^src/${layer}/`, ...allowed[layer].map((l) => `^src/${l}/`)],
+      },
+    })),
+    {
+      name: 'no-circular',
+      severity: 'error',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'no-unknown-layer',
+      comment: 'every folder under src/ must be a layer named in ARCHITECTURE.md (or app.ts/cli.ts)',
+      severity: 'error',
+      from: { path: '^src/', pathNot: [`^src/(${layers.join('|')})/`, '^src/(app|cli)\\.ts$'] },
+      to: {},
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { extensions: ['.ts', '.js'] },
+  },
+};

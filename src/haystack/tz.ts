@@ -1,0 +1,308 @@
+/**
+ * Time zones: Haystack zone names (the last part of an IANA name: `New_York`, `Sydney`, plus
+ * `UTC`, `Rel`, `GMT`, `GMT+n`, `GMT-n`) to zones that give the UTC offset at any instant.
+ *
+ * Offsets come from Node's Intl (the ICU tz database) but are cached per zone in 15-minute
+ * buckets: a bucket whose start and end share an offset has that offset throughout (no zone
+ * changes offset twice within 15 minutes), a bucket that straddles a transition is resolved
+ * exactly per instant. So per-sample paths (formatting history, validating parsed offsets) cost a
+ * Map lookup, not an Intl or luxon call. This is hand-written rather than luxon because luxon
+ * parses at ~61k/s here while this path must run at millions of samples per second.
+ */
+import { ErrorCodes, HayloftError } from '../lib/errors.js';
+
+const BUCKET_MS = 15 * 60_000;
+const MAX_CACHE = 250_000;
+
+/** `GMT+5` is the POSIX-style Etc zone: five hours *behind* UTC. */
+const GMT_NAME = /^GMT([+-])(\d{1,2})$/;
+
+const PAD2: string[] = Array.from({ length: 100 }, (_, i) => (i < 10 ? '0' + i : String(i)));
+
+/** Proleptic Gregorian civil date from days since 1970-01-01 (H. Hinnant's algorithm). */
+export function civilFromDays(days: number): [number, number, number] {
+  const z = days + 719468;
+  const era = Math.floor(z / 146097);
+  const doe = z - era * 146097;
+  const yoe = Math.floor((doe - Math.floor(doe / 1460) + Math.floor(doe / 36524) - Math.floor(doe / 146096)) / 365);
+  const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
+  const mp = Math.floor((5 * doy + 2) / 153);
+  const d = doy - Math.floor((153 * mp + 2) / 5) + 1;
+  const m = mp < 10 ? mp + 3 : mp - 9;
+  return [yoe + era * 400 + (m <= 2 ? 1 : 0), m, d];
+}
+
+function formatOffset(sec: number, utcZ: boolean, rel: boolean): string {
+  if (sec === 0) return utcZ ? 'Z' : rel ? '-00:00' : '+00:00';
+  const sign = sec < 0 ? '-' : '+';
+  const abs = Math.abs(sec);
+  const h = Math.floor(abs / 3600);
+  const m = Math.round((abs % 3600) / 60);
+  return sign + PAD2[h] + ':' + PAD2[m];
+}
+
+export class TimeZone {
+  /** Haystack name, e.g. `New_York`. */
+  readonly name: string;
+  /** IANA name, e.g. `America/New_York`; `UTC` for UTC and Rel. */
+  readonly iana: string;
+  /** The offset in seconds when the zone never changes it, else null. */
+  readonly fixedOffset: number | null;
+
+  private readonly dtf: Intl.DateTimeFormat | null;
+  private readonly buckets = new Map<number, number>();
+  private readonly offsetText = new Map<number, string>();
+  private readonly utcZ: boolean;
+  private readonly rel: boolean;
+  // Last formatted local day, so sorted history formats its date prefix once per day.
+  private lastDay = NaN;
+  private lastDayText = '';
+  // Last bucket looked up: consecutive samples nearly always fall in the same one.
+  private lastBucket = NaN;
+  private lastBucketOffset = 0;
+
+  constructor(name: string, iana: string, fixedOffset: number | null) {
+    this.name = name;
+    this.iana = iana;
+    this.fixedOffset = fixedOffset;
+    this.utcZ = name === 'UTC';
+    this.rel = name === 'Rel';
+    this.dtf =
+      fixedOffset === null
+        ? new Intl.DateTimeFormat('en-US', {
+            timeZone: iana,
+            hourCycle: 'h23',
+            year: 'numeric',
+            month: 'numeric',
+            day: 'numeric',
+            hour: 'numeric',
+            minute: 'numeric',
+            second: 'numeric',
+            era: 'short',
+          })
+        : null;
+  }
+
+  /** UTC offset in seconds in force at the instant. */
+  offsetAt(epochMs: number): number {
+    if (this.fixedOffset !== null) return this.fixedOffset;
+    const b = Math.floor(epochMs / BUCKET_MS);
+    if (b === this.lastBucket) return this.lastBucketOffset;
+    let off = this.buckets.get(b);
+    if (off === undefined) {
+      const start = this.exactOffset(b * BUCKET_MS);
+      const end = this.exactOffset((b + 1) * BUCKET_MS - 1);
+      off = start === end ? start : NaN;
+      if (this.buckets.size >= MAX_CACHE) this.buckets.clear();
+      this.buckets.set(b, off);
+    }
+    if (off !== off) return this.exactOffset(epochMs);
+    this.lastBucket = b;
+    this.lastBucketOffset = off;
+    return off;
+  }
+
+  private exactOffset(epochMs: number): number {
+    const dtf = this.dtf as Intl.DateTimeFormat;
+    let y = 0;
+    let mo = 0;
+    let d = 0;
+    let h = 0;
+    let mi = 0;
+    let s = 0;
+    let bc = false;
+    for (const p of dtf.formatToParts(epochMs)) {
+      switch (p.type) {
+        case 'year':
+          y = Number(p.value);
+          break;
+        case 'month':
+          mo = Number(p.value);
+          break;
+        case 'day':
+          d = Number(p.value);
+          break;
+        case 'hour':
+          h = Number(p.value);
+          break;
+        case 'minute':
+          mi = Number(p.value);
+          break;
+        case 'second':
+          s = Number(p.value);
+          break;
+        case 'era':
+          bc = p.value.startsWith('B');
+          break;
+      }
+    }
+    const date = new Date(0);
+    date.setUTCFullYear(bc ? 1 - y : y, mo - 1, d);
+    date.setUTCHours(h, mi, s, 0);
+    const wholeSec = Math.floor(epochMs / 1000) * 1000;
+    return Math.round((date.getTime() - wholeSec) / 1000);
+  }
+
+  /**
+   * The instant of a local wall-clock time (given as milliseconds of that wall time read as if it
+   * were UTC). In the repeated hour of a DST end the earlier instant is chosen unless `later`; in
+   * a skipped hour the time is read with the offset before the gap (so 02:30 becomes 03:30 DST),
+   * as most systems do.
+   */
+  localToEpoch(localMs: number, later = false): number {
+    if (this.fixedOffset !== null) return localMs - this.fixedOffset * 1000;
+    // The offsets in force a day either side bound every candidate.
+    const o1 = this.offsetAt(localMs - 86_400_000);
+    const o2 = this.offsetAt(localMs + 86_400_000);
+    const candidates: number[] = [];
+    for (const o of o1 === o2 ? [o1] : [o1, o2]) {
+      const t = localMs - o * 1000;
+      if (this.offsetAt(t) === o) candidates.push(t);
+    }
+    if (candidates.length === 0) {
+      // A gap: local time does not exist; use the offset before the transition.
+      return localMs - Math.min(o1, o2) * 1000 ;
+    }
+    candidates.sort((a, b) => a - b);
+    return (later ? candidates[candidates.length - 1] : candidates[0]) as number;
+  }
+
+  /** `YYYY-MM-DDThh:mm:ss[.fff]` plus the offset in force (`Z` for UTC, `-00:00` for Rel). */
+  formatInstant(epochMs: number): string {
+    const off = this.offsetAt(epochMs);
+    const local = epochMs + off * 1000;
+    const day = Math.floor(local / 86_400_000);
+    let msOfDay = local - day * 86_400_000;
+    if (day !== this.lastDay) {
+      const [y, m, d] = civilFromDays(day);
+      const yy = y >= 0 && y <= 9999 ? String(y).padStart(4, '0') : String(y);
+      this.lastDayText = yy + '-' + PAD2[m] + '-' + PAD2[d] + 'T';
+      this.lastDay = day;
+    }
+    const ms = msOfDay % 1000;
+    msOfDay = (msOfDay - ms) / 1000;
+    const sec = msOfDay % 60;
+    msOfDay = (msOfDay - sec) / 60;
+    const min = msOfDay % 60;
+    const hour = (msOfDay - min) / 60;
+    let text = this.lastDayText + PAD2[hour] + ':' + PAD2[min] + ':' + PAD2[sec];
+    if (ms !== 0) text += ms < 10 ? '.00' + ms : ms < 100 ? '.0' + ms : '.' + ms;
+    let ot = this.offsetText.get(off);
+    if (ot === undefined) {
+      ot = formatOffset(off, this.utcZ, this.rel);
+      this.offsetText.set(off, ot);
+    }
+    return text + ot;
+  }
+
+  toString(): string {
+    return this.name;
+  }
+}
+
+let byName: Map<string, string> | undefined;
+const zones = new Map<string, TimeZone>();
+
+/** Prefixes tried for a Haystack name that is an alias unknown to Intl's canonical list. */
+const REGIONS = [
+  'America',
+  'Europe',
+  'Asia',
+  'Africa',
+  'Australia',
+  'Pacific',
+  'Atlantic',
+  'Indian',
+  'Antarctica',
+  'America/Argentina',
+  'America/Indiana',
+  'America/Kentucky',
+  'America/North_Dakota',
+];
+
+function ianaNames(): Map<string, string> {
+  if (byName === undefined) {
+    byName = new Map();
+    for (const iana of Intl.supportedValuesOf('timeZone')) {
+      const name = haystackNameOf(iana);
+      if (!byName.has(name)) byName.set(name, iana);
+    }
+  }
+  return byName;
+}
+
+function validIana(iana: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: iana });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The Haystack name of an IANA zone: its last part (`Etc/GMT+5` gives `GMT+5`). */
+export function haystackNameOf(iana: string): string {
+  if (iana === 'Etc/UTC' || iana === 'Etc/UCT' || iana === 'UTC' || iana === 'Etc/Universal' || iana === 'Etc/Zulu') return 'UTC';
+  const i = iana.lastIndexOf('/');
+  return i < 0 ? iana : iana.slice(i + 1);
+}
+
+export const UTC: TimeZone = new TimeZone('UTC', 'UTC', 0);
+/** Haystack's `Rel` zone: offset zero, written `-00:00 Rel`, used when points' zones differ. */
+export const REL: TimeZone = new TimeZone('Rel', 'UTC', 0);
+zones.set('UTC', UTC);
+zones.set('Rel', REL);
+
+/** The zone of a Haystack name, or undefined when unknown. */
+export function findTimeZone(name: string): TimeZone | undefined {
+  const cached = zones.get(name);
+  if (cached !== undefined) return cached;
+  let tz: TimeZone | undefined;
+  const g = GMT_NAME.exec(name);
+  if (name === 'GMT') tz = new TimeZone('GMT', 'Etc/GMT', 0);
+  else if (g !== null) {
+    const hours = Number(g[2]);
+    const sign = g[1] === '+' ? -1 : 1;
+    if ((g[1] === '+' && hours <= 12) || (g[1] === '-' && hours <= 14)) {
+      tz = new TimeZone(name, `Etc/${name}`, sign * hours * 3600);
+    }
+  } else if (/^[A-Za-z][A-Za-z0-9_+-]*$/.test(name)) {
+    let iana = ianaNames().get(name);
+    if (iana === undefined) iana = REGIONS.map((r) => `${r}/${name}`).find(validIana);
+    if (iana !== undefined) tz = new TimeZone(name, iana, null);
+  }
+  if (tz !== undefined) zones.set(name, tz);
+  return tz;
+}
+
+/** The zone of a Haystack name; throws HL_UNKNOWN_TZ naming the zone. */
+export function timeZone(name: string): TimeZone {
+  const tz = findTimeZone(name);
+  if (tz === undefined) throw new HayloftError(ErrorCodes.UNKNOWN_TZ, `"${name}" is not a known time zone`);
+  return tz;
+}
+
+/** The zone for an IANA name (`America/New_York`), named as Haystack names it. */
+export function timeZoneFromIana(iana: string): TimeZone {
+  const name = haystackNameOf(iana);
+  const tz = findTimeZone(name);
+  if (tz === undefined) throw new HayloftError(ErrorCodes.UNKNOWN_TZ, `"${iana}" is not a known time zone`);
+  return tz;
+}
+
+/** Every Haystack zone name this runtime knows (the Intl list plus UTC, Rel and the GMT zones). */
+export function timeZoneNames(): string[] {
+  const names = new Set(ianaNames().keys());
+  names.add('UTC');
+  names.add('Rel');
+  names.add('GMT');
+  for (let h = 1; h <= 12; h++) names.add(`GMT+${h}`);
+  for (let h = 1; h <= 14; h++) names.add(`GMT-${h}`);
+  return [...names].sort();
+}
+
+/** The host's zone as a Haystack zone (UTC when the host's is unknown). */
+export function hostTimeZone(): TimeZone {
+  const iana = new Intl.DateTimeFormat().resolvedOptions().timeZone;
+  return findTimeZone(haystackNameOf(iana)) ?? UTC;
+}
