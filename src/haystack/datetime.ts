@@ -103,12 +103,21 @@ export function parseTime(s: string): HTime {
  * whole-hour offset means the matching `GMT±n` zone. `defaultZone` stands in when the text has no
  * zone name and the caller knows better (never used for non-matching offsets).
  */
-export function parseDateTime(s: string): HDateTime {
-  const date = readDate(s, 0);
-  if (date === null) throw bad(s, 'expected YYYY-MM-DD at the start');
-  if (s.charCodeAt(10) !== 84) throw bad(s, 'expected "T" after the date');
-  const time = readTime(s, 11);
-  if (time === null) throw bad(s, 'expected hh:mm[:ss] after "T"');
+// The zone named by the previous DateTime parsed: history grids name one zone on every row.
+let lastZone: TimeZone = UTC;
+
+/**
+ * Parses `YYYY-MM-DDThh:mm[:ss[.f]](Z|±hh:mm)[ Zone]` starting at `start` (so callers need not
+ * slice off a prefix such as JSON's `t:`). Without a zone name, `Z` means UTC and a whole-hour
+ * offset means the matching `GMT±n` zone. Errors quote the text from `start`.
+ */
+export function parseDateTime(s: string, start = 0): HDateTime {
+  const b = start;
+  const date = readDate(s, b);
+  if (date === null) throw bad(s.slice(b), 'expected YYYY-MM-DD at the start');
+  if (s.charCodeAt(b + 10) !== 84) throw bad(s.slice(b), 'expected "T" after the date');
+  const time = readTime(s, b + 11);
+  if (time === null) throw bad(s.slice(b), 'expected hh:mm[:ss] after "T"');
   let i = time.end;
   const c = s.charCodeAt(i);
   let offset: number;
@@ -118,11 +127,11 @@ export function parseDateTime(s: string): HDateTime {
   } else if (c === 43 || c === 45) {
     const oh = num2(s, i + 1);
     const om = num2(s, i + 4);
-    if (oh < 0 || om < 0 || s.charCodeAt(i + 3) !== 58 || oh > 18 || om > 59) throw bad(s, 'bad UTC offset');
+    if (oh < 0 || om < 0 || s.charCodeAt(i + 3) !== 58 || oh > 18 || om > 59) throw bad(s.slice(b), 'bad UTC offset');
     offset = (c === 45 ? -1 : 1) * (oh * 3600 + om * 60);
     i += 6;
   } else {
-    throw bad(s, 'expected a UTC offset (Z or ±hh:mm) after the time');
+    throw bad(s.slice(b), 'expected a UTC offset (Z or ±hh:mm) after the time');
   }
   let tz: TimeZone;
   if (i === s.length) {
@@ -130,13 +139,17 @@ export function parseDateTime(s: string): HDateTime {
     else if (offset % 3600 === 0) {
       const h = -offset / 3600;
       tz = findTimeZone(h > 0 ? `GMT+${h}` : `GMT-${-h}`) ?? UTC;
-    } else throw bad(s, 'a time-zone name is required after the offset');
+    } else throw bad(s.slice(b), 'a time-zone name is required after the offset');
   } else {
-    if (s.charCodeAt(i) !== 32 || i + 1 === s.length) throw bad(s, 'expected " <zone name>" after the offset');
-    const name = s.slice(i + 1);
-    const found = findTimeZone(name);
-    if (found === undefined) throw bad(s, `"${name}" is not a known time zone`);
-    tz = found;
+    if (s.charCodeAt(i) !== 32 || i + 1 === s.length) throw bad(s.slice(b), 'expected " <zone name>" after the offset');
+    const last = lastZone.name;
+    if (s.length - i - 1 === last.length && s.endsWith(last)) tz = lastZone;
+    else {
+      const name = s.slice(i + 1);
+      const found = findTimeZone(name);
+      if (found === undefined) throw bad(s.slice(b), `"${name}" is not a known time zone`);
+      tz = lastZone = found;
+    }
   }
   const epochMs = Date.UTC(date.year, date.month - 1, date.day) + time.ms - offset * 1000;
   const actual = tz.offsetAt(epochMs);
@@ -145,7 +158,7 @@ export function parseDateTime(s: string): HDateTime {
     const a = Math.abs(actual);
     throw new HayloftError(
       ErrorCodes.BAD_OFFSET,
-      `"${s}" is not a DateTime: ${tz.name} is at ${sign}${String(Math.floor(a / 3600)).padStart(2, '0')}:${String(Math.floor((a % 3600) / 60)).padStart(2, '0')} at that instant`,
+      `"${s.slice(b)}" is not a DateTime: ${tz.name} is at ${sign}${String(Math.floor(a / 3600)).padStart(2, '0')}:${String(Math.floor((a % 3600) / 60)).padStart(2, '0')} at that instant`,
     );
   }
   return new HDateTime(epochMs, tz);

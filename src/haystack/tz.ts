@@ -18,6 +18,8 @@ const MAX_CACHE = 250_000;
 const GMT_NAME = /^GMT([+-])(\d{1,2})$/;
 
 const PAD2: string[] = Array.from({ length: 100 }, (_, i) => (i < 10 ? '0' + i : String(i)));
+/** `hh:mm:` for every minute of a day, so formatting a time is two lookups. */
+const MINUTE_TEXT: string[] = Array.from({ length: 1440 }, (_, i) => `${PAD2[Math.floor(i / 60)]}:${PAD2[i % 60]}:`);
 
 /** Proleptic Gregorian civil date from days since 1970-01-01 (H. Hinnant's algorithm). */
 export function civilFromDays(days: number): [number, number, number] {
@@ -46,6 +48,8 @@ export class TimeZone {
   readonly name: string;
   /** IANA name, e.g. `America/New_York`; `UTC` for UTC and Rel. */
   readonly iana: string;
+  /** `" <name>\""`: what follows the offset when a DateTime ends a JSON string. */
+  readonly suffix: string;
   /** The offset in seconds when the zone never changes it, else null. */
   readonly fixedOffset: number | null;
 
@@ -65,6 +69,7 @@ export class TimeZone {
     this.name = name;
     this.iana = iana;
     this.fixedOffset = fixedOffset;
+    this.suffix = ` ${name}"`;
     this.utcZ = name === 'UTC';
     this.rel = name === 'Rel';
     this.dtf =
@@ -172,7 +177,7 @@ export class TimeZone {
     const off = this.offsetAt(epochMs);
     const local = epochMs + off * 1000;
     const day = Math.floor(local / 86_400_000);
-    let msOfDay = local - day * 86_400_000;
+    const msOfDay = local - day * 86_400_000;
     if (day !== this.lastDay) {
       const [y, m, d] = civilFromDays(day);
       const yy = y >= 0 && y <= 9999 ? String(y).padStart(4, '0') : String(y);
@@ -180,12 +185,9 @@ export class TimeZone {
       this.lastDay = day;
     }
     const ms = msOfDay % 1000;
-    msOfDay = (msOfDay - ms) / 1000;
-    const sec = msOfDay % 60;
-    msOfDay = (msOfDay - sec) / 60;
-    const min = msOfDay % 60;
-    const hour = (msOfDay - min) / 60;
-    let text = this.lastDayText + PAD2[hour] + ':' + PAD2[min] + ':' + PAD2[sec];
+    const secOfDay = (msOfDay - ms) / 1000;
+    const sec = secOfDay % 60;
+    let text = this.lastDayText + MINUTE_TEXT[(secOfDay - sec) / 60] + PAD2[sec];
     if (ms !== 0) text += ms < 10 ? '.00' + ms : ms < 100 ? '.0' + ms : '.' + ms;
     let ot = this.offsetText.get(off);
     if (ot === undefined) {

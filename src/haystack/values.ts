@@ -93,11 +93,20 @@ export function isUnitText(s: string): boolean {
   return true;
 }
 
+let lastNumVal = 0;
+let lastNumText = '0';
+
+// The last unit checked: checking is skipped for the same string (history repeats one unit).
+let lastUnitChecked = '';
+
 export class HNumber {
   readonly val: number;
   readonly unit: string | null;
   constructor(val: number, unit: string | null = null) {
-    if (unit !== null && !isUnitText(unit)) throw bad(`"${unit}" is not a valid unit`);
+    if (unit !== null && unit !== lastUnitChecked) {
+      if (!isUnitText(unit)) throw bad(`"${unit}" is not a valid unit`);
+      lastUnitChecked = unit;
+    }
     this.val = val;
     this.unit = unit;
   }
@@ -107,10 +116,14 @@ export class HNumber {
   /** Zinc/JSON text of the number part: INF, -INF, NaN or a JS number literal. */
   numText(): string {
     const v = this.val;
+    // Sensor history repeats values; number-to-text is the costly part of writing one.
+    if (v === lastNumVal) return lastNumText;
     if (v === Infinity) return 'INF';
     if (v === -Infinity) return '-INF';
     if (v !== v) return 'NaN';
-    return String(v);
+    lastNumVal = v;
+    lastNumText = String(v);
+    return lastNumText;
   }
   toString(): string {
     return this.unit === null ? this.numText() : this.numText() + this.unit;
@@ -317,10 +330,19 @@ export function isTagName(s: string): boolean {
   return TAG_NAME.test(s);
 }
 
-type TagRecord = Record<string, HVal>;
+export type TagRecord = Record<string, HVal>;
 
-function newRecord(): TagRecord {
-  return Object.create(null) as TagRecord;
+/**
+ * Objects with an empty, prototype-less prototype: no inherited names (`toString`, `__proto__`
+ * are plain keys) yet, unlike `Object.create(null)`, V8 keeps them in fast mode with hidden
+ * classes, which matters for millions of history rows.
+ */
+const EmptyRecord = function EmptyRecord() {} as unknown as { new (): TagRecord; prototype: object };
+EmptyRecord.prototype = Object.create(null) as object;
+
+/** A fresh record for building a dict; hand it to `HDict.adopt` when done. */
+export function newRecord(): TagRecord {
+  return new EmptyRecord();
 }
 
 /**

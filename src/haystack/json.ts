@@ -1,0 +1,372 @@
+/**
+ * Haystack JSON v3 (wire-notes §1): grids and values, both directions.
+ *
+ * Decoding is strict: a value that does not parse as its prefix says is an error naming where it
+ * is (`rows[3].val: "n:abc" is not a Number`), never a silent Str. Text goes through JSON.parse and
+ * then a walk; writing builds the JSON text directly (no intermediate objects), since history
+ * grids of 100,000 rows go through here.
+ */
+import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import { parseDate, parseDateTime, parseTime } from './datetime.js';
+import {
+  HBin,
+  HCoord,
+  HDate,
+  HDateTime,
+  HDict,
+  HGrid,
+  HNumber,
+  HRef,
+  HTime,
+  HUri,
+  HXStr,
+  type HCol,
+  type HVal,
+  MARKER,
+  NA,
+  REMOVE,
+  isRefId,
+  isTagName,
+  isUnitText,
+  newRecord,
+} from './values.js';
+
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [k: string]: JsonValue };
+
+function bad(path: string, message: string): HayloftError {
+  return new HayloftError(ErrorCodes.BAD_VALUE, path === '' ? message : `${path}: ${message}`);
+}
+
+function badGrid(path: string, message: string): HayloftError {
+  return new HayloftError(ErrorCodes.BAD_GRID, path === '' ? message : `${path}: ${message}`);
+}
+
+/** Prefixes a value error raised without a path with the path of the cell. */
+function atPath(e: unknown, path: string): unknown {
+  if (!(e instanceof HayloftError)) return e;
+  return new HayloftError(e.code, `${path}${e.message.startsWith('[') ? '' : ': '}${e.message}`, { cause: e.cause });
+}
+
+function quote(s: string): string {
+  return JSON.stringify(s.length > 60 ? s.slice(0, 57) + '...' : s);
+}
+
+/** True when `s` is a Haystack number literal: `-?digits[.digits][e[+-]digits]`, INF, -INF, NaN. */
+export function isNumberText(s: string): boolean {
+  const n = s.length;
+  if (n === 0) return false;
+  let i = 0;
+  if (s.charCodeAt(0) === 45) i = 1;
+  if (s === 'INF' || s === '-INF' || s === 'NaN') return true;
+  const d0 = i;
+  while (i < n && s.charCodeAt(i) >= 48 && s.charCodeAt(i) <= 57) i++;
+  if (i === d0) return false;
+  if (i < n && s.charCodeAt(i) === 46) {
+    i++;
+    const f0 = i;
+    while (i < n && s.charCodeAt(i) >= 48 && s.charCodeAt(i) <= 57) i++;
+    if (i === f0) return false;
+  }
+  if (i < n && (s.charCodeAt(i) === 101 || s.charCodeAt(i) === 69)) {
+    i++;
+    if (i < n && (s.charCodeAt(i) === 43 || s.charCodeAt(i) === 45)) i++;
+    const e0 = i;
+    while (i < n && s.charCodeAt(i) >= 48 && s.charCodeAt(i) <= 57) i++;
+    if (i === e0) return false;
+  }
+  return i === n;
+}
+
+function numberOf(text: string): number {
+  if (text === 'INF') return Infinity;
+  if (text === '-INF') return -Infinity;
+  if (text === 'NaN') return NaN;
+  return Number(text);
+}
+
+// The unit of the previous Number decoded: history grids repeat one unit on every row.
+let lastUnit = '';
+
+/** Decodes one `n:` payload (after the prefix): `72.5`, `72.5 °F`, `INF`. */
+function decodeNumber(s: string, path: string): HNumber {
+  const sp = s.indexOf(' ', 2);
+  const text = sp < 0 ? s.slice(2) : s.slice(2, sp);
+  if (!isNumberText(text)) throw bad(path, `${quote(s)} is not a Number`);
+  if (sp < 0) return new HNumber(numberOf(text));
+  let unit: string;
+  if (s.length - sp - 1 === lastUnit.length && s.endsWith(lastUnit)) unit = lastUnit;
+  else {
+    unit = s.slice(sp + 1);
+    if (!isUnitText(unit)) throw bad(path, `${quote(s)} is not a Number: "${unit}" is not a valid unit`);
+    lastUnit = unit;
+  }
+  return new HNumber(numberOf(text), unit);
+}
+
+function wrapValue<T>(s: string, path: string, kind: string, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof HayloftError) {
+      const detail = e.message.startsWith('"') ? e.message.replace(/^"[^"]*" is not a \w+: /, '') : e.message;
+      throw new HayloftError(e.code, `${path === '' ? '' : path + ': '}${quote(s)} is not a ${kind}: ${detail}`, { cause: e });
+    }
+    throw e;
+  }
+}
+
+/** Decodes a JSON string cell. */
+function decodeStr(s: string, path: string): HVal {
+  if (s.length < 2 || s.charCodeAt(1) !== 58) return s;
+  switch (s.charCodeAt(0)) {
+    case 115: // s:
+      return s.slice(2);
+    case 110: // n:
+      return decodeNumber(s, path);
+    case 116: // t:
+      return wrapValue(s, path, 'DateTime', () => parseDateTime(s, 2));
+    case 109: // m:
+      if (s.length === 2) return MARKER;
+      throw bad(path, `${quote(s)} is not a Marker (nothing may follow "m:")`);
+    case 114: {
+      // r:<id>[ <dis>]
+      const sp = s.indexOf(' ', 2);
+      const id = sp < 0 ? s.slice(2) : s.slice(2, sp);
+      if (!isRefId(id)) throw bad(path, `${quote(s)} is not a Ref (id chars are A-Z a-z 0-9 _ : - . ~)`);
+      return new HRef(id, sp < 0 ? null : s.slice(sp + 1));
+    }
+    case 100: // d:
+      return wrapValue(s, path, 'Date', () => parseDate(s.slice(2)));
+    case 104: // h:
+      return wrapValue(s, path, 'Time', () => parseTime(s.slice(2)));
+    case 117: // u:
+      return new HUri(s.slice(2));
+    case 45: // -:
+      if (s.length === 2) return REMOVE;
+      break;
+    case 122: // z:
+      if (s.length === 2) return NA;
+      throw bad(path, `${quote(s)} is not NA (nothing may follow "z:")`);
+    case 120: {
+      // x:Type:value; a bare "x:" is the WideSky 2.0 way of saying Remove.
+      if (s.length === 2) return REMOVE;
+      const colon = s.indexOf(':', 2);
+      if (colon < 0) throw bad(path, `${quote(s)} is not an XStr (expected "x:Type:value")`);
+      return wrapValue(s, path, 'XStr', () => new HXStr(s.slice(2, colon), s.slice(colon + 1)));
+    }
+    case 99: {
+      // c:lat,lng
+      const parts = s.slice(2).split(',');
+      if (parts.length !== 2 || !isNumberText(parts[0] as string) || !isNumberText(parts[1] as string)) {
+        throw bad(path, `${quote(s)} is not a Coord (expected "c:lat,lng")`);
+      }
+      return wrapValue(s, path, 'Coord', () => new HCoord(Number(parts[0]), Number(parts[1])));
+    }
+    case 98: // b:
+      return new HBin(s.slice(2));
+  }
+  throw bad(path, `${quote(s)} has an unknown type prefix "${s.slice(0, 2)}" (a Str with a colon in second place must be written "s:${s.length > 40 ? '...' : s}")`);
+}
+
+function isObject(j: unknown): j is Record<string, unknown> {
+  return typeof j === 'object' && j !== null && !Array.isArray(j);
+}
+
+function looksLikeGrid(j: Record<string, unknown>): boolean {
+  return isObject(j.meta) && j.meta.ver !== undefined && Array.isArray(j.cols);
+}
+
+/** Decodes a JSON value (already parsed) to a Haystack value; `path` names it in errors. */
+export function decodeVal(j: unknown, path = ''): HVal {
+  switch (typeof j) {
+    case 'string':
+      return decodeStr(j, path);
+    case 'boolean':
+      return j;
+    case 'number':
+      // Not Haystack JSON v3, but unambiguous, and hand-written requests use it.
+      return new HNumber(j);
+    case 'object':
+      if (j === null) return null;
+      if (Array.isArray(j)) {
+        const out = new Array<HVal>(j.length);
+        for (let i = 0; i < j.length; i++) out[i] = decodeVal(j[i], `${path}[${i}]`);
+        return Object.freeze(out);
+      }
+      if (looksLikeGrid(j as Record<string, unknown>)) return decodeGrid(j, path);
+      return decodeDict(j as Record<string, unknown>, path);
+  }
+  throw bad(path, `${typeof j} is not a Haystack value`);
+}
+
+function decodeDict(j: Record<string, unknown>, path: string): HDict {
+  const rec = newRecord();
+  for (const k in j) {
+    const v = decodeVal(j[k], path === '' ? k : `${path}.${k}`);
+    if (v !== null) rec[k] = v;
+  }
+  return HDict.adopt(rec);
+}
+
+/** Decodes a parsed JSON grid. Meta `ver` may be absent; if present it must be "2.0" or "3.0". */
+export function decodeGrid(j: unknown, path = ''): HGrid {
+  const p = (s: string): string => (path === '' ? s : `${path}.${s}`);
+  if (!isObject(j)) throw badGrid(path, 'a grid must be a JSON object with meta, cols and rows');
+  const metaJ = j.meta ?? {};
+  if (!isObject(metaJ)) throw badGrid(p('meta'), 'must be an object');
+  const ver = metaJ.ver;
+  if (ver !== undefined && ver !== '2.0' && ver !== '3.0' && ver !== 's:2.0' && ver !== 's:3.0') {
+    throw badGrid(p('meta.ver'), `${JSON.stringify(ver)} is not a supported grid version (use "2.0" or "3.0")`);
+  }
+  const metaRec = newRecord();
+  for (const k in metaJ) {
+    if (k === 'ver') continue;
+    const v = decodeVal(metaJ[k], p(`meta.${k}`));
+    if (v !== null) metaRec[k] = v;
+  }
+  const colsJ = j.cols;
+  if (!Array.isArray(colsJ)) throw badGrid(p('cols'), 'must be an array of columns');
+  const cols: HCol[] = [];
+  const colNames = new Set<string>();
+  for (let i = 0; i < colsJ.length; i++) {
+    const c: unknown = colsJ[i];
+    const cp = p(`cols[${i}]`);
+    if (!isObject(c)) throw badGrid(cp, 'a column must be an object with a name');
+    const name = c.name;
+    if (typeof name !== 'string' || !isTagName(name)) {
+      throw badGrid(`${cp}.name`, `${JSON.stringify(name)} is not a valid column name (a lowercase letter, then letters, digits or _)`);
+    }
+    if (colNames.has(name)) throw badGrid(`${cp}.name`, `column "${name}" appears twice`);
+    colNames.add(name);
+    const cm = newRecord();
+    for (const k in c) {
+      if (k === 'name') continue;
+      const v = decodeVal(c[k], `${cp}.${k}`);
+      if (v !== null) cm[k] = v;
+    }
+    cols.push({ name, meta: HDict.adopt(cm) });
+  }
+  const rowsJ = j.rows ?? [];
+  if (!Array.isArray(rowsJ)) throw badGrid(p('rows'), 'must be an array of rows');
+  const rows = new Array<HDict>(rowsJ.length);
+  for (let i = 0; i < rowsJ.length; i++) {
+    const r: unknown = rowsJ[i];
+    if (!isObject(r)) throw badGrid(p(`rows[${i}]`), 'a row must be an object');
+    const rec = newRecord();
+    for (const k in r) {
+      if (!colNames.has(k)) throw badGrid(p(`rows[${i}]`), `"${k}" is not one of the grid's columns`);
+      const raw = r[k];
+      let v: HVal;
+      // This loop runs once per cell of history grids: the path is built only for an error.
+      try {
+        v = typeof raw === 'string' ? decodeStr(raw, '') : decodeVal(raw, '');
+      } catch (e) {
+        throw atPath(e, p(`rows[${i}].${k}`));
+      }
+      if (v !== null) rec[k] = v;
+    }
+    rows[i] = HDict.adopt(rec);
+  }
+  return new HGrid(HDict.adopt(metaRec), cols, rows);
+}
+
+/** Parses JSON text into a grid; malformed JSON is a BAD_GRID error with the parser's reason. */
+export function readJsonGrid(text: string): HGrid {
+  let j: unknown;
+  try {
+    j = JSON.parse(text);
+  } catch (e) {
+    throw new HayloftError(ErrorCodes.BAD_GRID, `body is not valid JSON: ${(e as Error).message}`, { cause: e });
+  }
+  return decodeGrid(j);
+}
+
+/** The `x:`-prefixed text of a scalar (not for null, Bool, List, Dict or Grid). */
+export function scalarJsonText(v: HVal): string {
+  if (typeof v === 'string') return 's:' + v;
+  if (v instanceof HNumber) return v.unit === null ? 'n:' + v.numText() : 'n:' + v.numText() + ' ' + v.unit;
+  if (v instanceof HDateTime) return 't:' + v.tz.formatInstant(v.epochMs) + ' ' + v.tz.name;
+  if (v === MARKER) return 'm:';
+  if (v instanceof HRef) return v.dis === null ? 'r:' + v.id : 'r:' + v.id + ' ' + v.dis;
+  if (v instanceof HDate) return 'd:' + v.toString();
+  if (v instanceof HTime) return 'h:' + v.toString();
+  if (v instanceof HUri) return 'u:' + v.val;
+  if (v === REMOVE) return '-:';
+  if (v === NA) return 'z:';
+  if (v instanceof HCoord) return `c:${v.lat},${v.lng}`;
+  if (v instanceof HXStr) return `x:${v.type}:${v.val}`;
+  if (v instanceof HBin) return 'b:' + v.mime;
+  throw new TypeError(`not a scalar: ${String(v)}`);
+}
+
+/** Encodes a value as a JSON-ready structure (for callers that embed it in other JSON). */
+export function encodeVal(v: HVal): JsonValue {
+  if (v === null || typeof v === 'boolean') return v;
+  if (Array.isArray(v)) return (v as readonly HVal[]).map(encodeVal);
+  if (v instanceof HDict) {
+    const o: Record<string, JsonValue> = {};
+    for (const [k, x] of v) o[k] = encodeVal(x);
+    return o;
+  }
+  if (v instanceof HGrid) return JSON.parse(writeJsonGrid(v)) as JsonValue;
+  return scalarJsonText(v);
+}
+
+/** JSON text of one value. Numbers and DateTimes need no escaping (units and zone names hold no quote, backslash or control char). */
+export function writeJsonVal(v: HVal): string {
+  if (v instanceof HDateTime) return '"t:' + v.tz.formatInstant(v.epochMs) + v.tz.suffix;
+  if (v instanceof HNumber) return v.unit === null ? '"n:' + v.numText() + '"' : '"n:' + v.numText() + ' ' + v.unit + '"';
+  if (v === null) return 'null';
+  if (v === true) return 'true';
+  if (v === false) return 'false';
+  if (v === MARKER) return '"m:"';
+  if (Array.isArray(v)) {
+    let out = '[';
+    for (let i = 0; i < v.length; i++) out += (i === 0 ? '' : ',') + writeJsonVal((v as readonly HVal[])[i] as HVal);
+    return out + ']';
+  }
+  if (v instanceof HDict) return writeJsonDict(v);
+  if (v instanceof HGrid) return writeJsonGrid(v);
+  return JSON.stringify(scalarJsonText(v));
+}
+
+function writeJsonDict(d: HDict, first = ''): string {
+  let out = '{' + first;
+  let sep = first === '' ? '' : ',';
+  for (const [k, v] of d) {
+    out += sep + JSON.stringify(k) + ':' + writeJsonVal(v);
+    sep = ',';
+  }
+  return out + '}';
+}
+
+/** JSON text of a grid; meta always carries `ver: "2.0"` first. */
+export function writeJsonGrid(g: HGrid): string {
+  let out = '{"meta":' + writeJsonDict(g.meta.has('ver') ? g.meta.without('ver') : g.meta, '"ver":"2.0"') + ',"cols":[';
+  const cols = g.cols;
+  const names = new Array<string>(cols.length);
+  const keys = new Array<string>(cols.length);
+  for (let i = 0; i < cols.length; i++) {
+    const c = cols[i] as HCol;
+    names[i] = c.name;
+    keys[i] = JSON.stringify(c.name) + ':';
+    out += (i === 0 ? '' : ',') + writeJsonDict(c.meta.has('name') ? c.meta.without('name') : c.meta, '"name":' + JSON.stringify(c.name));
+  }
+  // One string per row, joined once: appending to a single string builds a rope whose pieces all
+  // stay alive until it is flattened, and the garbage collector pays for every one of them.
+  const rows = g.rows;
+  const parts = new Array<string>(rows.length);
+  for (let r = 0; r < rows.length; r++) {
+    const row = rows[r] as HDict;
+    let line = '{';
+    let sep = '';
+    for (let i = 0; i < names.length; i++) {
+      const v = row.get(names[i] as string);
+      if (v === undefined) continue;
+      line += sep + (keys[i] as string) + writeJsonVal(v);
+      sep = ',';
+    }
+    parts[r] = line + '}';
+  }
+  return out + '],"rows":[' + parts.join(',') + ']}';
+}
