@@ -1,0 +1,562 @@
+/**
+ * Zinc (project-haystack.org "Zinc" page, wire-notes §1): grids and single values, both directions.
+ *
+ * Writing builds the text directly, one string per value with no regex per cell, because history
+ * grids of 100,000 rows are written through here. The header says `ver:"2.0"` unless the grid
+ * holds something only Zinc 3.0 can say (NA, XStr, List, Dict, nested Grid), so Haystack 2 clients
+ * keep reading what they can, and nobody gets a 2.0 header on 3.0 syntax.
+ *
+ * Reading goes through the tokenizer shared with the filter parser, so a literal means the same in
+ * a grid, a filter and a GET query parameter. Errors name line and column: HL_BAD_ZINC for text
+ * that does not follow the grammar (the tokenizer also reports malformed Dates, Times and DateTimes
+ * this way), HL_BAD_VALUE for well-formed values out of range (`C(95,0)`, a lowercase XStr type).
+ */
+import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import { type Token, Tokenizer } from './tokenizer.js';
+import {
+  HBin,
+  HCoord,
+  HDate,
+  HDateTime,
+  HDict,
+  HGrid,
+  HNumber,
+  HRef,
+  HTime,
+  HUri,
+  HXStr,
+  type HCol,
+  type HList,
+  type HVal,
+  MARKER,
+  NA,
+  REMOVE,
+  isTagName,
+} from './values.js';
+
+// ---------------------------------------------------------------------------------------------
+// Writer
+
+const HEX = '0123456789abcdef';
+
+function uEscape(c: number): string {
+  return '\\u' + HEX[(c >> 12) & 15] + HEX[(c >> 8) & 15] + HEX[(c >> 4) & 15] + HEX[c & 15];
+}
+
+/** Escape for a char code that must not appear raw in a Str or Uri (control chars). */
+function controlEscape(c: number): string {
+  switch (c) {
+    case 10:
+      return '\\n';
+    case 13:
+      return '\\r';
+    case 9:
+      return '\\t';
+    case 8:
+      return '\\b';
+    case 12:
+      return '\\f';
+  }
+  return uEscape(c);
+}
+
+/**
+ * A quoted Zinc Str. Most strings need no escape, so one scan decides and the common case is a
+ * plain concatenation. `$` is left alone: `\$` is only needed by Fantom string interpolation.
+ */
+export function zincStr(s: string): string {
+  let i = 0;
+  const n = s.length;
+  for (; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 32 || c === 34 || c === 92) break;
+  }
+  if (i === n) return '"' + s + '"';
+  let out = '"' + s.slice(0, i);
+  let run = i;
+  for (; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 32 && c !== 34 && c !== 92) continue;
+    out += s.slice(run, i) + (c === 34 ? '\\"' : c === 92 ? '\\\\' : controlEscape(c));
+    run = i + 1;
+  }
+  return out + s.slice(run) + '"';
+}
+
+/**
+ * A Zinc Uri literal. A backslash is written `\\` (the tokenizer reads `\\` as one backslash and
+ * keeps other unknown escapes such as `\:` verbatim), a backtick `` \` ``, control chars as escapes.
+ */
+function zincUri(s: string): string {
+  let i = 0;
+  const n = s.length;
+  for (; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 32 || c === 96 || c === 92) break;
+  }
+  if (i === n) return '`' + s + '`';
+  let out = '`' + s.slice(0, i);
+  let run = i;
+  for (; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 32 && c !== 96 && c !== 92) continue;
+    out += s.slice(run, i) + (c === 96 ? '\\`' : c === 92 ? '\\\\' : controlEscape(c));
+    run = i + 1;
+  }
+  return out + s.slice(run) + '`';
+}
+
+/** Zinc has no unit on INF, -INF or NaN; dropping it beats failing a whole response over one cell. */
+function zincNumber(v: HNumber): string {
+  const x = v.val;
+  if (v.unit === null || !Number.isFinite(x)) return v.numText();
+  return String(x) + v.unit;
+}
+
+function cannotEncode(message: string): HayloftError {
+  return new HayloftError(ErrorCodes.CANNOT_ENCODE, `zinc: ${message}`);
+}
+
+function checkName(name: string, what: string): void {
+  if (!isTagName(name)) throw cannotEncode(`${JSON.stringify(name)} is not a valid ${what} name, so Zinc cannot write it`);
+}
+
+class ZincWriter {
+  /** Set when a value needs Zinc 3.0 syntax; the top-level header is written last. */
+  v3 = false;
+
+  val(v: HVal): string {
+    if (v === null) return 'N';
+    switch (typeof v) {
+      case 'string':
+        return zincStr(v);
+      case 'boolean':
+        return v ? 'T' : 'F';
+    }
+    // Ordered by how often each kind fills a cell: history numbers and timestamps first.
+    if (v instanceof HNumber) return zincNumber(v);
+    if (v instanceof HDateTime) return v.tz.formatInstant(v.epochMs) + ' ' + v.tz.name;
+    if (v === MARKER) return 'M';
+    if (v instanceof HRef) return v.dis === null ? '@' + v.id : '@' + v.id + ' ' + zincStr(v.dis);
+    if (v instanceof HDate || v instanceof HTime) return v.toString();
+    if (v instanceof HUri) return zincUri(v.val);
+    if (v === REMOVE) return 'R';
+    if (v === NA) {
+      this.v3 = true;
+      return 'NA';
+    }
+    if (Array.isArray(v)) return this.list(v as HList);
+    if (v instanceof HDict) return this.dict(v);
+    if (v instanceof HCoord) return 'C(' + String(v.lat) + ',' + String(v.lng) + ')';
+    if (v instanceof HXStr) {
+      this.v3 = true;
+      return v.type + '(' + zincStr(v.val) + ')';
+    }
+    if (v instanceof HBin) return 'Bin(' + zincStr(v.mime) + ')';
+    if (v instanceof HGrid) {
+      this.v3 = true;
+      return '<<\n' + this.grid(v, true) + '>>';
+    }
+    throw cannotEncode(`${String(v)} is not a Haystack value`);
+  }
+
+  list(l: HList): string {
+    this.v3 = true;
+    let out = '[';
+    for (let i = 0; i < l.length; i++) out += (i === 0 ? '' : ',') + this.val(l[i] as HVal);
+    return out + ']';
+  }
+
+  dict(d: HDict): string {
+    this.v3 = true;
+    return '{' + this.tags(d, 'tag') + '}';
+  }
+
+  /** Space-separated `name` (Marker) or `name:val` items: the body of a dict and of meta. */
+  tags(d: HDict, what: string): string {
+    let out = '';
+    for (const [k, v] of d) {
+      checkName(k, what);
+      if (out !== '') out += ' ';
+      out += v === MARKER ? k : k + ':' + this.val(v);
+    }
+    return out;
+  }
+
+  /** The grid after its `ver` item: meta, columns, rows, each line ending in a newline. */
+  body(g: HGrid): string {
+    const meta = g.meta.has('ver') ? g.meta.without('ver') : g.meta;
+    const metaText = meta.isEmpty() ? '' : ' ' + this.tags(meta, 'grid meta');
+    const cols = g.cols;
+    if (cols.length === 0) return metaText + '\nempty\n';
+    const n = cols.length;
+    const names = new Array<string>(n);
+    let out = metaText + '\n';
+    for (let i = 0; i < n; i++) {
+      const c = cols[i] as HCol;
+      checkName(c.name, 'column');
+      names[i] = c.name;
+      if (i > 0) out += ',';
+      out += c.name;
+      if (!c.meta.isEmpty()) out += ' ' + this.tags(c.meta, 'column meta');
+    }
+    out += '\n';
+    const rows = g.rows;
+    for (let r = 0; r < rows.length; r++) {
+      const row = rows[r] as HDict;
+      let line = '';
+      for (let i = 0; i < n; i++) {
+        const v = row.get(names[i] as string);
+        if (i > 0) line += ',';
+        if (v !== undefined && v !== null) line += this.val(v);
+      }
+      // A one-column row holding null would be a blank line, which readers skip.
+      out += (line === '' ? 'N' : line) + '\n';
+    }
+    return out;
+  }
+
+  grid(g: HGrid, nested: boolean): string {
+    const body = this.body(g);
+    return (nested || this.v3 ? 'ver:"3.0"' : 'ver:"2.0"') + body;
+  }
+}
+
+/**
+ * Zinc text of a grid, ending in a newline. A grid without columns is written as the empty grid
+ * (one column `empty`). Throws HL_CANNOT_ENCODE for names Zinc cannot hold.
+ */
+export function writeZinc(grid: HGrid): string {
+  return new ZincWriter().grid(grid, false);
+}
+
+/** Zinc text of one value (a cell, a GET query parameter, a CSV cell): `@id "dis"`, `72.5°F`, `N`. */
+export function zincVal(v: HVal): string {
+  return new ZincWriter().val(v);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader
+
+/** Deeper nesting than this is refused rather than risking a stack overflow on hostile input. */
+const MAX_DEPTH = 64;
+
+type TagRecord = Record<string, HVal>;
+
+function newRecord(): TagRecord {
+  return Object.create(null) as TagRecord;
+}
+
+function describe(t: Token): string {
+  if (t.type === 'eof') return 'end of input';
+  if (t.type === 'nl') return 'end of line';
+  return JSON.stringify(t.text.length > 40 ? t.text.slice(0, 37) + '...' : t.text);
+}
+
+class ZincReader {
+  private readonly tk: Tokenizer;
+  private depth = 0;
+
+  constructor(text: string) {
+    // A UTF-8 byte-order mark some editors add is not part of the grid.
+    this.tk = new Tokenizer(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text, { newlines: true, kind: 'zinc' });
+  }
+
+  private err(message: string, at: Token): HayloftError {
+    return this.tk.error(message, at);
+  }
+
+  private badValue(e: unknown, at: Token): unknown {
+    if (!(e instanceof HayloftError)) return e;
+    return new HayloftError(ErrorCodes.BAD_VALUE, `zinc: ${e.message} at line ${at.line}, column ${at.col}`, { cause: e });
+  }
+
+  private isSym(t: Token, text: string): boolean {
+    return t.type === 'sym' && t.text === text;
+  }
+
+  private expectSym(text: string, what: string): Token {
+    const t = this.tk.next();
+    if (!this.isSym(t, text)) throw this.err(`expected "${text}" ${what}, found ${describe(t)}`, t);
+    return t;
+  }
+
+  private skipNl(): void {
+    while (this.tk.peek().type === 'nl') this.tk.next();
+  }
+
+  private enter(at: Token): void {
+    if (++this.depth > MAX_DEPTH) throw this.err(`values nested deeper than ${MAX_DEPTH} levels`, at);
+  }
+
+  /** Reads a grid; a nested one stops before its closing `>>`. */
+  grid(nested: boolean): HGrid {
+    this.skipNl();
+    const verTok = this.tk.next();
+    if (verTok.type !== 'id' || verTok.text !== 'ver') throw this.err(`expected the header ver:"3.0", found ${describe(verTok)}`, verTok);
+    this.expectSym(':', 'after "ver"');
+    const verVal = this.tk.next();
+    if (verVal.type !== 'val' || typeof verVal.val !== 'string') throw this.err(`expected a quoted version after "ver:", found ${describe(verVal)}`, verVal);
+    if (verVal.val !== '2.0' && verVal.val !== '3.0') throw this.err(`Zinc version ${JSON.stringify(verVal.val)} is not supported (use "2.0" or "3.0")`, verVal);
+    const meta = this.meta('grid meta');
+    const end = this.tk.peek();
+    if (end.type === 'eof') {
+      if (nested) throw this.err('nested grid ends before its ">>"', end);
+      return HGrid.empty(meta);
+    }
+    if (end.type !== 'nl') throw this.err(`expected a grid meta tag or end of line, found ${describe(end)}`, end);
+    this.tk.next();
+
+    const first = this.tk.peek();
+    if (first.type !== 'id') {
+      // No columns: the empty grid. Only blank lines and the end may follow.
+      this.skipNl();
+      const after = this.tk.peek();
+      if (nested ? this.isSym(after, '>>') : after.type === 'eof') return HGrid.empty(meta);
+      if (nested && after.type === 'eof') throw this.err('nested grid ends before its ">>"', after);
+      if (first.type === 'nl') throw this.err('a grid without columns cannot have rows', after);
+      throw this.err(`expected column names, found ${describe(first)}`, first);
+    }
+    const cols = this.cols();
+
+    const rows: HDict[] = [];
+    while (true) {
+      const t = this.tk.peek();
+      if (t.type === 'nl') {
+        this.tk.next();
+        continue;
+      }
+      if (t.type === 'eof') {
+        if (nested) throw this.err('nested grid ends before its ">>"', t);
+        break;
+      }
+      if (nested && this.isSym(t, '>>')) break;
+      rows.push(this.row(cols, nested));
+    }
+    return new HGrid(meta, cols, rows);
+  }
+
+  private cols(): HCol[] {
+    const cols: HCol[] = [];
+    const seen = new Set<string>();
+    while (true) {
+      const t = this.tk.next();
+      if (t.type !== 'id') throw this.err(`expected a column name, found ${describe(t)}`, t);
+      if (!isTagName(t.text)) throw this.err(`"${t.text}" is not a valid column name (a lowercase letter, then letters, digits or _)`, t);
+      if (seen.has(t.text)) throw this.err(`column "${t.text}" appears twice`, t);
+      seen.add(t.text);
+      cols.push({ name: t.text, meta: this.meta('column meta') });
+      const sep = this.tk.peek();
+      if (this.isSym(sep, ',')) {
+        this.tk.next();
+        continue;
+      }
+      if (sep.type === 'nl') {
+        this.tk.next();
+        return cols;
+      }
+      if (sep.type === 'eof' || this.isSym(sep, '>>')) return cols;
+      throw this.err(`expected "," or end of line after column "${t.text}", found ${describe(sep)}`, sep);
+    }
+  }
+
+  private row(cols: readonly HCol[], nested: boolean): HDict {
+    const rec = newRecord();
+    const n = cols.length;
+    for (let i = 0; i < n; i++) {
+      let t = this.tk.peek();
+      if (i > 0) {
+        if (!this.isSym(t, ',')) {
+          if (t.type === 'nl' || t.type === 'eof' || this.isSym(t, '>>')) throw this.err(`row has ${i} cell${i === 1 ? '' : 's'} but the grid has ${n} columns`, t);
+          throw this.err(`expected "," or end of line after a cell, found ${describe(t)}`, t);
+        }
+        this.tk.next();
+        t = this.tk.peek();
+      }
+      if (this.isSym(t, ',') || t.type === 'nl' || t.type === 'eof' || (nested && this.isSym(t, '>>'))) continue;
+      const v = this.val();
+      if (v !== null) rec[(cols[i] as HCol).name] = v;
+    }
+    const end = this.tk.peek();
+    if (this.isSym(end, ',')) throw this.err(`row has more cells than the grid's ${n} columns`, end);
+    if (end.type === 'nl') this.tk.next();
+    else if (end.type !== 'eof' && !(nested && this.isSym(end, '>>'))) throw this.err(`expected end of line after the last cell, found ${describe(end)}`, end);
+    return HDict.adopt(rec);
+  }
+
+  /** Space-separated `name` / `name:val` items, up to whatever is not a name (the caller checks). */
+  private meta(what: string): HDict {
+    let rec: TagRecord | undefined;
+    while (this.tk.peek().type === 'id') {
+      rec ??= newRecord();
+      this.tag(rec, what);
+    }
+    return rec === undefined ? HDict.EMPTY : HDict.adopt(rec);
+  }
+
+  /** One `name` or `name:val` item into `rec`; a bare name is a Marker, a null value is absent. */
+  private tag(rec: TagRecord, what: string): void {
+    const t = this.tk.next();
+    if (t.type !== 'id') throw this.err(`expected a tag name, found ${describe(t)}`, t);
+    if (!isTagName(t.text)) throw this.err(`"${t.text}" is not a valid ${what} name (a lowercase letter, then letters, digits or _)`, t);
+    if (t.text in rec) throw this.err(`${what} "${t.text}" appears twice`, t);
+    if (!this.isSym(this.tk.peek(), ':')) {
+      rec[t.text] = MARKER;
+      return;
+    }
+    this.tk.next();
+    const at = this.tk.peek();
+    if (at.type === 'nl' || at.type === 'eof') throw this.err(`expected a value after "${t.text}:", found ${describe(at)}`, at);
+    const v = this.val();
+    if (v !== null) rec[t.text] = v;
+  }
+
+  /** One value. */
+  val(): HVal {
+    const t = this.tk.next();
+    switch (t.type) {
+      case 'val':
+        return t.val as HVal;
+      case 'id':
+        return this.keyword(t);
+      case 'sym':
+        if (t.text === '[') return this.list(t);
+        if (t.text === '{') return this.dict(t);
+        if (t.text === '<<') {
+          this.enter(t);
+          const g = this.grid(true);
+          this.expectSym('>>', 'to close the nested grid');
+          this.depth--;
+          return g;
+        }
+        break;
+    }
+    throw this.err(`expected a value, found ${describe(t)}`, t);
+  }
+
+  private keyword(t: Token): HVal {
+    switch (t.text) {
+      case 'N':
+        return null;
+      case 'M':
+        return MARKER;
+      case 'R':
+        return REMOVE;
+      case 'NA':
+        return NA;
+      case 'T':
+        return true;
+      case 'F':
+        return false;
+      case 'NaN':
+        return new HNumber(NaN);
+      case 'INF':
+        return new HNumber(Infinity);
+    }
+    const c = t.text.charCodeAt(0);
+    if (c >= 65 && c <= 90 && this.isSym(this.tk.peek(), '(')) {
+      this.tk.next();
+      if (t.text === 'C') return this.coord(t);
+      const arg = this.tk.next();
+      if (arg.type !== 'val' || typeof arg.val !== 'string') throw this.err(`expected a quoted string in ${t.text}(...), found ${describe(arg)}`, arg);
+      this.expectSym(')', `to close ${t.text}(...)`);
+      // Any identifier with a capital first letter is a valid XStr type, so this cannot throw.
+      return t.text === 'Bin' ? new HBin(arg.val) : new HXStr(t.text, arg.val);
+    }
+    throw this.err(`expected a value, found ${describe(t)} (keywords are N M R NA T F NaN INF; an XStr is Type("..."))`, t);
+  }
+
+  private coordPart(what: string): number {
+    const t = this.tk.next();
+    if (t.type !== 'val' || !(t.val instanceof HNumber) || t.val.unit !== null) throw this.err(`expected the ${what} as a number without unit in C(lat,lng), found ${describe(t)}`, t);
+    return t.val.val;
+  }
+
+  private coord(at: Token): HCoord {
+    const lat = this.coordPart('latitude');
+    this.expectSym(',', 'between latitude and longitude in C(lat,lng)');
+    const lng = this.coordPart('longitude');
+    this.expectSym(')', 'to close C(lat,lng)');
+    try {
+      return new HCoord(lat, lng);
+    } catch (e) {
+      throw this.badValue(e, at);
+    }
+  }
+
+  private list(open: Token): HList {
+    this.enter(open);
+    const out: HVal[] = [];
+    while (true) {
+      this.skipNl();
+      const t = this.tk.peek();
+      if (this.isSym(t, ']')) {
+        this.tk.next();
+        break;
+      }
+      if (t.type === 'eof') throw this.err('list is not closed with "]"', open);
+      out.push(this.val());
+      this.skipNl();
+      const sep = this.tk.peek();
+      if (sep.type === 'eof') throw this.err('list is not closed with "]"', open);
+      if (this.isSym(sep, ',')) this.tk.next();
+      else if (!this.isSym(sep, ']')) throw this.err(`expected "," or "]" in list, found ${describe(sep)}`, sep);
+    }
+    this.depth--;
+    return Object.freeze(out);
+  }
+
+  private dict(open: Token): HDict {
+    this.enter(open);
+    const rec = newRecord();
+    while (true) {
+      this.skipNl();
+      const t = this.tk.peek();
+      if (this.isSym(t, '}')) {
+        this.tk.next();
+        break;
+      }
+      if (t.type === 'eof') throw this.err('dict is not closed with "}"', open);
+      if (t.type !== 'id') throw this.err(`expected a tag name or "}" in dict, found ${describe(t)}`, t);
+      this.tag(rec, 'dict tag');
+      this.skipNl();
+      // Zinc 3.0 separates tags with spaces, Haystack 4 writers may use commas.
+      if (this.isSym(this.tk.peek(), ',')) this.tk.next();
+    }
+    this.depth--;
+    return HDict.adopt(rec);
+  }
+
+  /** A value standing alone, with blank lines around it allowed. */
+  single(): HVal {
+    this.skipNl();
+    const v = this.val();
+    this.end();
+    return v;
+  }
+
+  end(): void {
+    this.skipNl();
+    const t = this.tk.peek();
+    if (t.type !== 'eof') throw this.err(`expected end of input, found ${describe(t)}`, t);
+  }
+}
+
+/**
+ * Parses Zinc text into a grid. Accepts `ver:"2.0"` and `ver:"3.0"`, blank lines between rows,
+ * CRLF line ends, and a grid without columns (read as the empty grid). `ver` is not kept in meta.
+ */
+export function readZinc(text: string): HGrid {
+  const r = new ZincReader(text);
+  const g = r.grid(false);
+  r.end();
+  return g;
+}
+
+/**
+ * Parses one Zinc value (a GET query parameter, a filter operand written alone): `@abc`,
+ * `"today"`, `72.5kW`, `2024-03-10`, `[1,2]`. Surrounding whitespace is allowed, nothing else.
+ */
+export function readZincVal(text: string): HVal {
+  return new ZincReader(text).single();
+}
