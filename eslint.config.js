@@ -21,6 +21,15 @@ export default tseslint.config(
     },
   },
   {
+    // tap queues subtests itself: an un-awaited `t.test(...)` and an async callback without
+    // `await` are its normal style, not mistakes.
+    files: ['test/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'off',
+      '@typescript-eslint/require-await': 'off',
+    },
+  },
+  {
     files: ['**/*.js', '**/*.cjs', '**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
   },

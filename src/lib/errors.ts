@@ -21,6 +21,35 @@ export const ErrorCodes = {
   BAD_OFFSET: 'HL_BAD_OFFSET',
   /** A value cannot be represented in the requested encoding (e.g. a Grid in a CSV cell). */
   CANNOT_ENCODE: 'HL_CANNOT_ENCODE',
+  /** The data folder is held by another process (LevelDB lock). */
+  STORE_LOCKED: 'HL_STORE_LOCKED',
+  /** The data folder cannot be created, read or opened. */
+  STORE_UNAVAILABLE: 'HL_STORE_UNAVAILABLE',
+  /** The data folder was written by a newer Hayloft (format version too high). */
+  STORE_VERSION: 'HL_STORE_VERSION',
+  /** A request is malformed in a way that is not about one value (missing column, bad shape). */
+  BAD_REQUEST: 'HL_BAD_REQUEST',
+  /** A record or point named by id or fully qualified name does not exist. */
+  NOT_FOUND: 'HL_NOT_FOUND',
+  /** A record is not valid (no primary marker, bad name, dangling ref, changed id ...). */
+  INVALID_RECORD: 'HL_INVALID_RECORD',
+  /** `name` already used by a sibling, or a supplied id already exists. */
+  CONFLICT: 'HL_CONFLICT',
+  /** deleteRec of an entity that others reference. */
+  REFERENCED: 'HL_REFERENCED',
+  /** The configuration is invalid (every problem is listed). */
+  BAD_CONFIG: 'HL_BAD_CONFIG',
+  /** The request body is larger than the configured limit. */
+  TOO_LARGE: 'HL_TOO_LARGE',
+  /** No supported format among those the request accepts, or an unsupported body type. */
+  NOT_ACCEPTABLE: 'HL_NOT_ACCEPTABLE',
+  UNSUPPORTED_MEDIA_TYPE: 'HL_UNSUPPORTED_MEDIA_TYPE',
+  /** Unknown operation or path. */
+  UNKNOWN_OP: 'HL_UNKNOWN_OP',
+  /** The operation exists but not with this HTTP method. */
+  METHOD_NOT_ALLOWED: 'HL_METHOD_NOT_ALLOWED',
+  /** Anything unexpected: logged, answered with 500, the server keeps serving. */
+  INTERNAL: 'HL_INTERNAL',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
