@@ -1,0 +1,105 @@
+/**
+ * The record ops of interface.md: read (by filter with limit, by id or fully qualified name),
+ * createRec, updateRec, deleteRec (by id or name, or by filter). They translate grids to model
+ * calls; the model validates and commits all-or-nothing.
+ */
+import { HDict, HGrid, HNumber, HRef } from '../../haystack/values.js';
+import { ErrorCodes, HayloftError } from '../../lib/errors.js';
+import type { Op, OpRequest } from '../op.js';
+
+function badRequest(message: string): HayloftError {
+  return new HayloftError(ErrorCodes.BAD_REQUEST, message);
+}
+
+/** `limit` absent or 0 means no limit (the WideSky client sends n:0 by default). */
+function limitOf(row: HDict): number {
+  const l = row.get('limit');
+  if (l === undefined) return 0;
+  if (!(l instanceof HNumber) || !Number.isInteger(l.val) || l.val < 0) throw badRequest('limit must be a whole Number, 0 or more');
+  return l.val;
+}
+
+function filterOf(row: HDict): string {
+  const f = row.get('filter');
+  if (typeof f !== 'string') throw badRequest('filter must be a Str holding a Haystack filter');
+  return f;
+}
+
+function idsOf(grid: HGrid): string[] {
+  return grid.rows.map((row, i) => {
+    const ref = row.get('id');
+    if (!(ref instanceof HRef)) throw badRequest(`rows[${i}].id must be a Ref (an id or a fully qualified name)`);
+    return ref.id;
+  });
+}
+
+function needRows(req: OpRequest): void {
+  if (req.grid.rows.length === 0) throw badRequest(`${req.op} needs at least one row`);
+}
+
+function result(rows: readonly HDict[]): HGrid {
+  return HGrid.fromRows(rows, HDict.EMPTY, rows.length > 0 ? ['id'] : []);
+}
+
+export const readOp: Op = {
+  name: 'read',
+  summary: 'Read records by filter, or by id or fully qualified name',
+  methods: ['GET', 'POST'],
+  run(req) {
+    const { grid, ctx } = req;
+    if (grid.hasCol('filter')) {
+      const row = grid.rows[0];
+      if (row === undefined) throw badRequest('read by filter needs one row with filter (and optionally limit)');
+      return result(ctx.model.query(filterOf(row), limitOf(row)));
+    }
+    if (grid.hasCol('id')) {
+      // Haystack convention: an unknown id gives an all-null row, so rows keep request order.
+      const rows = idsOf(grid).map((id) => ctx.model.get(id) ?? HDict.EMPTY);
+      return HGrid.fromRows(rows, HDict.EMPTY, ['id']);
+    }
+    throw badRequest('read needs a filter column (with optional limit) or an id column');
+  },
+};
+
+export const createRecOp: Op = {
+  name: 'createRec',
+  summary: 'Create records (one per row); returns them with their ids',
+  methods: ['POST'],
+  async run(req) {
+    needRows(req);
+    return result(await req.ctx.model.create(req.grid.rows));
+  },
+};
+
+export const updateRecOp: Op = {
+  name: 'updateRec',
+  summary: 'Change, add (value) or remove (-: or x:) tags of records named by id',
+  methods: ['POST'],
+  async run(req) {
+    needRows(req);
+    return result(await req.ctx.model.update(req.grid.rows));
+  },
+};
+
+export const deleteRecOp: Op = {
+  name: 'deleteRec',
+  summary: 'Delete records by id or name, or by filter; refused for referenced records',
+  methods: ['GET', 'POST'],
+  async run(req) {
+    const { grid, ctx } = req;
+    let ids: string[];
+    if (grid.hasCol('filter')) {
+      const row = grid.rows[0];
+      if (row === undefined) throw badRequest('deleteRec by filter needs one row with filter (and optionally limit)');
+      ids = ctx.model.query(filterOf(row), limitOf(row)).map((r) => (r.get('id') as HRef).id);
+    } else if (grid.hasCol('id')) {
+      ids = idsOf(grid);
+    } else {
+      throw badRequest('deleteRec needs an id column or a filter column');
+    }
+    if (ids.length === 0) return HGrid.empty();
+    return result(await ctx.model.delete(ids));
+  },
+};
+
+export const recordOps: readonly Op[] = [readOp, createRecOp, updateRecOp, deleteRecOp];
