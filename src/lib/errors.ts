@@ -48,6 +48,26 @@ export const ErrorCodes = {
   UNKNOWN_OP: 'HL_UNKNOWN_OP',
   /** The operation exists but not with this HTTP method. */
   METHOD_NOT_ALLOWED: 'HL_METHOD_NOT_ALLOWED',
+  /** Missing, invalid, expired or revoked access token (401 with WWW-Authenticate: Bearer). */
+  UNAUTHORIZED: 'HL_UNAUTHORIZED',
+  /** Authenticated, but a permission is missing (403). */
+  FORBIDDEN: 'HL_FORBIDDEN',
+  /** X-IMPERSONATE refused: 400 with the body `Cannot impersonate`, deliberately brief. */
+  CANNOT_IMPERSONATE: 'HL_CANNOT_IMPERSONATE',
+  /** OAuth2: unknown client or wrong client secret (RFC 6749 invalid_client). */
+  INVALID_CLIENT: 'HL_INVALID_CLIENT',
+  /** OAuth2: wrong user credentials, or an unknown, expired or revoked refresh token (invalid_grant). */
+  INVALID_GRANT: 'HL_INVALID_GRANT',
+  /** OAuth2: grant_type other than password and refresh_token (unsupported_grant_type). */
+  UNSUPPORTED_GRANT: 'HL_UNSUPPORTED_GRANT',
+  /** OAuth2: a malformed token request (invalid_request). */
+  INVALID_TOKEN_REQUEST: 'HL_INVALID_TOKEN_REQUEST',
+  /** Too many failed logins for this user or address: retry after the time given (429). */
+  LOCKED_OUT: 'HL_LOCKED_OUT',
+  /** A new password does not meet the password policy. */
+  WEAK_PASSWORD: 'HL_WEAK_PASSWORD',
+  /** The HTTP server cannot listen on its address (port in use, no permission, no such address). */
+  LISTEN_FAILED: 'HL_LISTEN_FAILED',
   /** Anything unexpected: logged, answered with 500, the server keeps serving. */
   INTERNAL: 'HL_INTERNAL',
 } as const;
@@ -56,11 +76,14 @@ export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
 
 export class HayloftError extends Error {
   readonly code: ErrorCode;
+  /** Seconds a client should wait before retrying (LOCKED_OUT); the API sends Retry-After. */
+  readonly retryAfter: number | undefined;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryAfter?: number }) {
     super(message, options);
     this.name = 'HayloftError';
     this.code = code;
+    this.retryAfter = options?.retryAfter;
   }
 }
 

@@ -1,0 +1,496 @@
+/**
+ * src/auth: users, OAuth2 clients, tokens, permissions and impersonation (wire-notes §3).
+ *
+ * - Users, roles and action policies are model entities; password hashes are not tags: they
+ *   live in the `auth` sublevel (`pw:<userId>`), as do client secrets (`client:<id>`) and
+ *   sessions (`sess:<sid>`). A session ties one login's access tokens and its current refresh
+ *   token together, so logout and password changes revoke them at once.
+ * - Access tokens are HS256 JWTs (jose) valid 7 days; `expires_in` is their absolute expiry in
+ *   epoch ms, as the WideSky client expects. Refresh tokens are random, stored hashed, and rotate
+ *   on use; presenting a refresh token that was already rotated away revokes the session (it
+ *   was copied).
+ * - Verified access tokens are cached (a JWT verification costs ~50 us; a Map lookup does not),
+ *   and every use still checks that the session is alive, so revocation takes effect at once.
+ */
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { chmodSync, existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { SignJWT, jwtVerify } from 'jose';
+import { HDict, HRef, type HVal, MARKER } from '../haystack/values.js';
+import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import type { Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/log.js';
+import type { Model } from '../model/model.js';
+import type { Store } from '../store/db.js';
+import { Lockout } from './lockout.js';
+import { dummyHash, hashPassword, randomSecret, verifyPassword } from './passwords.js';
+import { Grants, PERMISSIONS, type Permission, policiesOf } from './permissions.js';
+
+export const ACCESS_TTL_MS = 7 * 24 * 3600_000;
+export const REFRESH_TTL_MS = 30 * 24 * 3600_000;
+export const MIN_PASSWORD_LENGTH = 8;
+const MAX_PASSWORD_LENGTH = 1024;
+const TOKEN_CACHE_MAX = 10_000;
+const KEY_FILE = 'jwt-signing.key';
+const ISSUER = 'hayloft';
+
+export interface TokenResponse {
+  access_token: string;
+  refresh_token: string;
+  /** Absolute expiry of the access token, epoch ms. */
+  expires_in: number;
+  token_type: 'Bearer';
+}
+
+/** Who a request acts as, after authentication (and impersonation). */
+export interface Principal {
+  userId: string;
+  username: string;
+  user: HDict;
+  grants: Grants;
+  sid: string;
+  /** The real caller's user id when this principal is impersonated. */
+  impersonatedBy?: string;
+}
+
+interface Session {
+  sid: string;
+  userId: string;
+  clientId: string;
+  refreshHash: string;
+  prevRefreshHash: string | null;
+  refreshExpires: number;
+  created: number;
+}
+
+interface CachedToken {
+  userId: string;
+  sid: string;
+  exp: number;
+}
+
+export interface AuthOptions {
+  store: Store;
+  model: Model;
+  clock: Clock;
+  log: Logger;
+  /** Folder of the signing key file. */
+  dataDir: string;
+  minPasswordLength?: number;
+}
+
+export interface Bootstrap {
+  adminUser: string;
+  /** Only when generated (printed once). */
+  adminPassword?: string;
+  clientId: string;
+  /** Only when generated (printed once). */
+  clientSecret?: string;
+}
+
+function sha256(s: string): string {
+  return createHash('sha256').update(s).digest('base64url');
+}
+
+function unauthorized(message: string): HayloftError {
+  return new HayloftError(ErrorCodes.UNAUTHORIZED, message);
+}
+
+/** The signing key: 32 random bytes in the data folder, readable by the owner only. */
+function loadSigningKey(dir: string, log: Logger): Uint8Array {
+  const file = path.join(dir, KEY_FILE);
+  if (existsSync(file)) {
+    const mode = statSync(file).mode & 0o777;
+    if ((mode & 0o077) !== 0) {
+      chmodSync(file, 0o600);
+      log.warn({ file }, 'the token signing key was readable by others; permissions reset to owner-only');
+    }
+    const key = Buffer.from(readFileSync(file, 'utf8').trim(), 'base64');
+    if (key.length < 32) throw new HayloftError(ErrorCodes.STORE_UNAVAILABLE, `the token signing key ${file} is damaged; delete it to make a new one (everyone will have to log in again)`);
+    return key;
+  }
+  const key = randomBytes(32);
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, key.toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
+  renameSync(tmp, file);
+  return key;
+}
+
+export class AuthService {
+  private readonly store: Store;
+  private readonly model: Model;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private readonly key: Uint8Array;
+  private readonly minPasswordLength: number;
+  private readonly sessions = new Map<string, Session>();
+  private readonly byRefresh = new Map<string, string>();
+  private readonly tokenCache = new Map<string, CachedToken>();
+  private readonly grantsCache = new Map<string, Grants>();
+  private readonly lockout: Lockout;
+  private usernames: Map<string, string> | undefined;
+  private unsubscribe: (() => void) | undefined;
+
+  private constructor(opts: AuthOptions, key: Uint8Array) {
+    this.store = opts.store;
+    this.model = opts.model;
+    this.clock = opts.clock;
+    this.log = opts.log;
+    this.key = key;
+    this.minPasswordLength = opts.minPasswordLength ?? MIN_PASSWORD_LENGTH;
+    this.lockout = new Lockout(opts.clock);
+  }
+
+  static async open(opts: AuthOptions): Promise<AuthService> {
+    const a = new AuthService(opts, loadSigningKey(opts.dataDir, opts.log));
+    const now = opts.clock.now();
+    const expired: string[] = [];
+    for await (const [k, v] of opts.store.auth.iterator({ gte: 'sess:', lt: 'sess;' })) {
+      const s = JSON.parse(v) as Session;
+      if (s.refreshExpires <= now && s.created + ACCESS_TTL_MS <= now) expired.push(k);
+      else a.addSession(s);
+    }
+    if (expired.length > 0) await opts.store.auth.batch(expired.map((key) => ({ type: 'del' as const, key })));
+    // Users, roles and policies are entities: any model change may change who may do what.
+    a.unsubscribe = opts.model.onChange(() => {
+      a.grantsCache.clear();
+      a.usernames = undefined;
+    });
+    return a;
+  }
+
+  stop(): void {
+    this.unsubscribe?.();
+  }
+
+  // ---- users and clients ----------------------------------------------------------------
+
+  /** User id by user name (case-insensitive: user names are e-mail addresses). */
+  userIdByName(username: string): string | undefined {
+    if (this.usernames === undefined) {
+      this.usernames = new Map();
+      for (const u of this.model.query('user')) {
+        const n = u.get('username');
+        if (typeof n === 'string') this.usernames.set(n.toLowerCase(), (u.get('id') as HRef).id);
+      }
+    }
+    return this.usernames.get(username.toLowerCase());
+  }
+
+  private checkPassword(password: unknown): string {
+    if (typeof password !== 'string' || password.length < this.minPasswordLength) {
+      throw new HayloftError(ErrorCodes.WEAK_PASSWORD, `the password must have at least ${this.minPasswordLength} characters`);
+    }
+    if (password.length > MAX_PASSWORD_LENGTH) throw new HayloftError(ErrorCodes.WEAK_PASSWORD, `the password must have at most ${MAX_PASSWORD_LENGTH} characters`);
+    return password;
+  }
+
+  /** Sets a user's password (hash stored in the auth sublevel, never as a tag). */
+  async setPassword(userId: string, password: string): Promise<void> {
+    const pw = this.checkPassword(password);
+    const user = this.model.stored(userId);
+    if (user === undefined || !user.has('user')) throw new HayloftError(ErrorCodes.NOT_FOUND, `no user @${userId}`);
+    await this.store.auth.put(`pw:${userId}`, await hashPassword(pw));
+  }
+
+  /** Creates a user entity with a password; `roleRef` names an existing role (id or name). */
+  async addUser(username: string, password: string, roleRef: string, dis?: string): Promise<string> {
+    if (!/^[^\s@]+@[^\s@]+$|^[A-Za-z0-9._-]+$/.test(username)) {
+      throw new HayloftError(ErrorCodes.INVALID_RECORD, `"${username}" is not a valid user name (an e-mail address, or letters, digits, . _ -)`);
+    }
+    if (this.userIdByName(username) !== undefined) throw new HayloftError(ErrorCodes.CONFLICT, `user "${username}" already exists`);
+    const roleId = this.model.resolveId(roleRef);
+    if (roleId === undefined || !this.model.stored(roleId)?.has('role')) throw new HayloftError(ErrorCodes.NOT_FOUND, `no role "${roleRef}"`);
+    this.checkPassword(password);
+    const [u] = await this.model.create([
+      HDict.of({ user: MARKER, username, dis: dis ?? username, roleRef: new HRef(roleId) }),
+    ]);
+    const id = (u?.get('id') as HRef).id;
+    await this.setPassword(id, password);
+    return id;
+  }
+
+  async removeUser(username: string): Promise<void> {
+    const id = this.userIdByName(username);
+    if (id === undefined) throw new HayloftError(ErrorCodes.NOT_FOUND, `no user "${username}"`);
+    await this.model.delete([id]);
+    await this.store.auth.del(`pw:${id}`);
+    await this.revokeUser(id, null);
+  }
+
+  listUsers(): { id: string; username: string; role: string | null }[] {
+    return this.model.query('user').map((u) => {
+      const roleRef = u.get('roleRef');
+      return {
+        id: (u.get('id') as HRef).id,
+        username: String(u.get('username') ?? ''),
+        role: roleRef instanceof HRef ? (roleRef.dis ?? roleRef.id) : null,
+      };
+    });
+  }
+
+  async addClient(clientId: string, secret?: string): Promise<string> {
+    if (!/^[A-Za-z0-9._~-]{1,128}$/.test(clientId)) throw new HayloftError(ErrorCodes.INVALID_RECORD, `"${clientId}" is not a valid client id (letters, digits, . _ ~ -)`);
+    if ((await this.store.auth.get(`client:${clientId}`)) !== undefined) throw new HayloftError(ErrorCodes.CONFLICT, `client "${clientId}" already exists`);
+    const s = secret ?? randomSecret();
+    if (s.length < 16) throw new HayloftError(ErrorCodes.WEAK_PASSWORD, 'a client secret must have at least 16 characters');
+    await this.store.auth.put(`client:${clientId}`, await hashPassword(s));
+    return s;
+  }
+
+  async listClients(): Promise<string[]> {
+    const out: string[] = [];
+    for await (const k of this.store.auth.keys({ gte: 'client:', lt: 'client;' })) out.push(k.slice(7));
+    return out;
+  }
+
+  async removeClient(clientId: string): Promise<void> {
+    if ((await this.store.auth.get(`client:${clientId}`)) === undefined) throw new HayloftError(ErrorCodes.NOT_FOUND, `no client "${clientId}"`);
+    await this.store.auth.del(`client:${clientId}`);
+    const batch = this.store.auth.batch();
+    for (const s of [...this.sessions.values()]) {
+      if (s.clientId !== clientId) continue;
+      this.dropSession(s);
+      batch.del(`sess:${s.sid}`);
+    }
+    await batch.write();
+  }
+
+  /** True when no user exists yet (first start). */
+  needsBootstrap(): boolean {
+    return this.model.query('user', 1).length === 0;
+  }
+
+  /**
+   * First start: an administrator with every permission and one OAuth2 client, from the given
+   * values or generated (then returned so the caller prints them once).
+   */
+  async bootstrap(given: { adminUser?: string; adminPassword?: string; clientId?: string; clientSecret?: string }): Promise<Bootstrap> {
+    const adminUser = given.adminUser ?? 'admin@hayloft.local';
+    const adminPassword = given.adminPassword ?? randomSecret(12);
+    const clientId = given.clientId ?? 'hayloft';
+    const [policy] = await this.model.create([
+      HDict.of({ actionPolicy: MARKER, name: 'admin-all', dis: 'Everything', permissions: Object.freeze([...PERMISSIONS]) }),
+    ]);
+    const [role] = await this.model.create([
+      HDict.of({ role: MARKER, name: 'admin', dis: 'Administrator', actionPolicyRefs: Object.freeze([policy?.get('id') as HVal]) }),
+    ]);
+    await this.addUser(adminUser, adminPassword, (role?.get('id') as HRef).id, 'Administrator');
+    const existing = await this.store.auth.get(`client:${clientId}`);
+    let clientSecret: string | undefined;
+    if (existing === undefined) clientSecret = await this.addClient(clientId, given.clientSecret);
+    return {
+      adminUser,
+      ...(given.adminPassword === undefined ? { adminPassword } : {}),
+      clientId,
+      ...(given.clientSecret === undefined && clientSecret !== undefined ? { clientSecret } : {}),
+    };
+  }
+
+  // ---- the token endpoint ---------------------------------------------------------------
+
+  private async checkClient(clientId: string, secret: string): Promise<void> {
+    const hash = await this.store.auth.get(`client:${clientId}`);
+    const ok = await verifyPassword(secret, hash ?? (await dummyHash()));
+    if (hash === undefined || !ok) throw new HayloftError(ErrorCodes.INVALID_CLIENT, 'unknown client or wrong client secret');
+  }
+
+  private lockKeys(username: string, address: string): string[] {
+    return [`u:${username.toLowerCase()}`, `ip:${address}`];
+  }
+
+  private checkLockout(keys: string[]): void {
+    const wait = this.lockout.waitMs(keys);
+    if (wait > 0) {
+      const s = Math.ceil(wait / 1000);
+      throw new HayloftError(ErrorCodes.LOCKED_OUT, `too many failed logins; try again in ${s} s`, { retryAfter: s });
+    }
+  }
+
+  /** grant_type=password. `address` is the caller's IP address (for the lockout). */
+  async passwordGrant(client: { id: string; secret: string }, username: string, password: string, address: string): Promise<TokenResponse> {
+    const keys = this.lockKeys(username, address);
+    this.checkLockout(keys);
+    try {
+      await this.checkClient(client.id, client.secret);
+    } catch (e) {
+      this.lockout.failure([`ip:${address}`]);
+      throw e;
+    }
+    const userId = this.userIdByName(username);
+    const hash = userId === undefined ? undefined : await this.store.auth.get(`pw:${userId}`);
+    // Verify against a dummy hash for unknown users so timing does not reveal who exists.
+    const ok = await verifyPassword(password, hash ?? (await dummyHash()));
+    if (userId === undefined || hash === undefined || !ok) {
+      this.lockout.failure(keys);
+      this.log.warn({ username, address }, 'failed login');
+      throw new HayloftError(ErrorCodes.INVALID_GRANT, 'wrong user name or password');
+    }
+    this.lockout.success(keys);
+    return this.newSession(userId, client.id);
+  }
+
+  /** grant_type=refresh_token: rotates the refresh token. */
+  async refreshGrant(client: { id: string; secret: string }, refreshToken: string, address: string): Promise<TokenResponse> {
+    const keys = [`ip:${address}`];
+    this.checkLockout(keys);
+    await this.checkClient(client.id, client.secret).catch((e: unknown) => {
+      this.lockout.failure(keys);
+      throw e;
+    });
+    const h = sha256(refreshToken);
+    const sid = this.byRefresh.get(h);
+    const s = sid === undefined ? undefined : this.sessions.get(sid);
+    if (s === undefined || s.clientId !== client.id || s.refreshExpires <= this.clock.now()) {
+      const stolen = [...this.sessions.values()].find((x) => x.prevRefreshHash === h);
+      if (stolen !== undefined) {
+        // A rotated-away refresh token came back: someone holds a copy. End the session.
+        this.log.warn({ userId: stolen.userId }, 'a refresh token was reused after rotation; the session is revoked');
+        await this.revokeSession(stolen.sid);
+      }
+      this.lockout.failure(keys);
+      throw new HayloftError(ErrorCodes.INVALID_GRANT, 'unknown, expired or revoked refresh token; log in again');
+    }
+    const user = this.model.stored(s.userId);
+    if (user === undefined) {
+      await this.revokeSession(s.sid);
+      throw new HayloftError(ErrorCodes.INVALID_GRANT, 'the user no longer exists');
+    }
+    const refresh = randomSecret(32);
+    const next: Session = { ...s, prevRefreshHash: s.refreshHash, refreshHash: sha256(refresh), refreshExpires: this.clock.now() + REFRESH_TTL_MS };
+    await this.store.auth.put(`sess:${s.sid}`, JSON.stringify(next));
+    this.dropSession(s);
+    this.addSession(next);
+    return { ...(await this.accessToken(s.userId, s.sid)), refresh_token: refresh };
+  }
+
+  private async newSession(userId: string, clientId: string): Promise<TokenResponse> {
+    const refresh = randomSecret(32);
+    const now = this.clock.now();
+    const s: Session = { sid: randomUUID(), userId, clientId, refreshHash: sha256(refresh), prevRefreshHash: null, refreshExpires: now + REFRESH_TTL_MS, created: now };
+    await this.store.auth.put(`sess:${s.sid}`, JSON.stringify(s));
+    this.addSession(s);
+    return { ...(await this.accessToken(userId, s.sid)), refresh_token: refresh };
+  }
+
+  private async accessToken(userId: string, sid: string): Promise<Omit<TokenResponse, 'refresh_token'>> {
+    const now = this.clock.now();
+    const exp = now + ACCESS_TTL_MS;
+    const token = await new SignJWT({ sid })
+      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+      .setIssuer(ISSUER)
+      .setSubject(userId)
+      .setJti(randomUUID())
+      .setIssuedAt(Math.floor(now / 1000))
+      .setExpirationTime(Math.floor(exp / 1000))
+      .sign(this.key);
+    return { access_token: token, expires_in: Math.floor(exp / 1000) * 1000, token_type: 'Bearer' };
+  }
+
+  private addSession(s: Session): void {
+    this.sessions.set(s.sid, s);
+    this.byRefresh.set(s.refreshHash, s.sid);
+  }
+
+  private dropSession(s: Session): void {
+    this.sessions.delete(s.sid);
+    this.byRefresh.delete(s.refreshHash);
+  }
+
+  private async revokeSession(sid: string): Promise<void> {
+    const s = this.sessions.get(sid);
+    if (s === undefined) return;
+    this.dropSession(s);
+    await this.store.auth.del(`sess:${sid}`);
+  }
+
+  /** Revokes every session of a user except `keep`. */
+  async revokeUser(userId: string, keep: string | null): Promise<void> {
+    const batch = this.store.auth.batch();
+    for (const s of [...this.sessions.values()]) {
+      if (s.userId !== userId || s.sid === keep) continue;
+      this.dropSession(s);
+      batch.del(`sess:${s.sid}`);
+    }
+    await batch.write();
+  }
+
+  /** Logout: the token's session (its access and refresh tokens) stops working. */
+  async logout(accessToken: string): Promise<void> {
+    const p = await this.authenticate(accessToken);
+    await this.revokeSession(p.sid);
+  }
+
+  // ---- requests -------------------------------------------------------------------------
+
+  private async verify(token: string): Promise<CachedToken> {
+    const now = this.clock.now();
+    const hit = this.tokenCache.get(token);
+    if (hit !== undefined) {
+      if (hit.exp > now) return hit;
+      this.tokenCache.delete(token);
+      throw unauthorized('the access token has expired; refresh it or log in again');
+    }
+    let payload;
+    try {
+      ({ payload } = await jwtVerify(token, this.key, { algorithms: ['HS256'], issuer: ISSUER, currentDate: new Date(now) }));
+    } catch (e) {
+      const code = (e as { code?: string }).code;
+      throw unauthorized(code === 'ERR_JWT_EXPIRED' ? 'the access token has expired; refresh it or log in again' : 'invalid access token');
+    }
+    if (typeof payload.sub !== 'string' || typeof payload.sid !== 'string' || typeof payload.exp !== 'number') throw unauthorized('invalid access token');
+    const entry = { userId: payload.sub, sid: payload.sid, exp: payload.exp * 1000 };
+    if (this.tokenCache.size >= TOKEN_CACHE_MAX) this.tokenCache.clear();
+    this.tokenCache.set(token, entry);
+    return entry;
+  }
+
+  private grantsOf(userId: string, user: HDict): Grants {
+    let g = this.grantsCache.get(userId);
+    if (g === undefined) {
+      g = new Grants(this.model, policiesOf(this.model, user));
+      this.grantsCache.set(userId, g);
+    }
+    return g;
+  }
+
+  private principal(userId: string, sid: string): Principal | undefined {
+    const user = this.model.get(userId);
+    if (user === undefined || !user.has('user')) return undefined;
+    return { userId, username: String(user.get('username') ?? ''), user, grants: this.grantsOf(userId, user), sid };
+  }
+
+  /** The principal of a bearer token; HL_UNAUTHORIZED when missing, invalid, expired or revoked. */
+  async authenticate(token: string): Promise<Principal> {
+    const t = await this.verify(token);
+    if (!this.sessions.has(t.sid)) throw unauthorized('the access token was revoked; log in again');
+    const p = this.principal(t.userId, t.sid);
+    if (p === undefined) throw unauthorized('the user of this access token no longer exists');
+    return p;
+  }
+
+  /**
+   * X-IMPERSONATE: act as another user. The caller needs IMPERSONATE and MODEL_READ on the
+   * target user's entity; any failure is the same brief refusal (interface.md).
+   */
+  impersonate(caller: Principal, targetId: string): Principal {
+    const refuse = new HayloftError(ErrorCodes.CANNOT_IMPERSONATE, 'Cannot impersonate');
+    const id = this.model.resolveId(targetId.startsWith('@') ? targetId.slice(1) : targetId);
+    const target = id === undefined ? undefined : this.principal(id, caller.sid);
+    if (target === undefined || !caller.grants.has('IMPERSONATE') || !caller.grants.allows('MODEL_READ', target.user)) throw refuse;
+    return { ...target, impersonatedBy: caller.userId };
+  }
+
+  /** Changes the caller's own password and revokes the user's other sessions. */
+  async updatePassword(p: Principal, newPassword: unknown): Promise<void> {
+    const pw = this.checkPassword(newPassword);
+    await this.setPassword(p.userId, pw);
+    await this.revokeUser(p.userId, p.sid);
+    this.log.info({ userId: p.userId }, 'password changed');
+  }
+
+  /** Throws HL_FORBIDDEN unless the principal holds the permission (for some entities at least). */
+  require(p: Principal, perm: Permission, what?: string): void {
+    if (!p.grants.has(perm)) throw new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: ${what ?? 'this operation'} needs ${perm}`);
+  }
+}

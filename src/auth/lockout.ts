@@ -1,0 +1,72 @@
+/**
+ * Slows down password guessing: after `threshold` consecutive failures for a user name or from
+ * an address, further attempts are refused for a time that doubles with each failure (capped).
+ * A success clears the user's and the address's count. Kept in memory: a restart forgives, which
+ * is acceptable for a LAN device, and keeps failed logins from writing to flash.
+ */
+import type { Clock } from '../lib/clock.js';
+
+interface Entry {
+  failures: number;
+  lockedUntil: number;
+  last: number;
+}
+
+export interface LockoutOptions {
+  threshold?: number;
+  baseMs?: number;
+  maxMs?: number;
+  /** Entries kept at most (oldest forgotten first), so a flood of addresses cannot grow memory. */
+  maxEntries?: number;
+}
+
+export class Lockout {
+  private readonly entries = new Map<string, Entry>();
+  private readonly threshold: number;
+  private readonly baseMs: number;
+  private readonly maxMs: number;
+  private readonly maxEntries: number;
+
+  constructor(
+    private readonly clock: Clock,
+    opts: LockoutOptions = {},
+  ) {
+    this.threshold = opts.threshold ?? 5;
+    this.baseMs = opts.baseMs ?? 1000;
+    this.maxMs = opts.maxMs ?? 15 * 60_000;
+    this.maxEntries = opts.maxEntries ?? 10_000;
+  }
+
+  /** Milliseconds until any of these keys may try again; 0 when none is locked. */
+  waitMs(keys: readonly string[]): number {
+    const now = this.clock.now();
+    let wait = 0;
+    for (const k of keys) {
+      const e = this.entries.get(k);
+      if (e !== undefined && e.lockedUntil > now) wait = Math.max(wait, e.lockedUntil - now);
+    }
+    return wait;
+  }
+
+  failure(keys: readonly string[]): void {
+    const now = this.clock.now();
+    for (const k of keys) {
+      const e = this.entries.get(k) ?? { failures: 0, lockedUntil: 0, last: now };
+      e.failures++;
+      e.last = now;
+      if (e.failures >= this.threshold) {
+        e.lockedUntil = now + Math.min(this.maxMs, this.baseMs * 2 ** (e.failures - this.threshold));
+      }
+      this.entries.delete(k);
+      this.entries.set(k, e);
+    }
+    while (this.entries.size > this.maxEntries) {
+      const oldest = this.entries.keys().next().value as string;
+      this.entries.delete(oldest);
+    }
+  }
+
+  success(keys: readonly string[]): void {
+    for (const k of keys) this.entries.delete(k);
+  }
+}

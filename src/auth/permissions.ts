@@ -1,0 +1,100 @@
+/**
+ * Permissions (wire-notes §3): a user's `roleRef` names a `role` whose `actionPolicyRefs` list
+ * `actionPolicy` entities; each grants `permissions` (List of Str), scoped by an optional
+ * `filter` (Str) to the entities it matches. A policy without a filter applies to everything.
+ */
+import { compileFilter, parseFilter, type CompiledFilter } from '../haystack/filter.js';
+import { type HDict, HRef, type HVal } from '../haystack/values.js';
+import type { Model } from '../model/model.js';
+
+export const PERMISSIONS = [
+  'MODEL_READ',
+  'MODEL_CREATE',
+  'MODEL_UPDATE',
+  'MODEL_DELETE',
+  'HIS_READ',
+  'HIS_WRITE',
+  'WATCH',
+  'IMPERSONATE',
+  'USER_ADMIN',
+] as const;
+export type Permission = (typeof PERMISSIONS)[number];
+
+export function isPermission(s: string): s is Permission {
+  return (PERMISSIONS as readonly string[]).includes(s);
+}
+
+/** What one user may do: per permission, either everything or the entities some filter matches. */
+export class Grants {
+  private readonly all = new Set<Permission>();
+  private readonly scoped = new Map<Permission, CompiledFilter[]>();
+
+  constructor(
+    private readonly model: Model,
+    policies: readonly HDict[],
+  ) {
+    for (const p of policies) {
+      const perms = p.get('permissions');
+      if (!Array.isArray(perms)) continue;
+      const filterText = p.get('filter');
+      let filter: CompiledFilter | null = null;
+      if (typeof filterText === 'string' && filterText.trim() !== '') {
+        try {
+          filter = compileFilter(parseFilter(filterText));
+        } catch {
+          // A policy with a broken filter grants nothing rather than everything.
+          continue;
+        }
+      }
+      for (const x of perms as readonly HVal[]) {
+        if (typeof x !== 'string' || !isPermission(x)) continue;
+        if (filter === null) this.all.add(x);
+        else {
+          let list = this.scoped.get(x);
+          if (list === undefined) this.scoped.set(x, (list = []));
+          list.push(filter);
+        }
+      }
+    }
+  }
+
+  /** Granted at all (for some entities at least). */
+  has(perm: Permission): boolean {
+    return this.all.has(perm) || this.scoped.has(perm);
+  }
+
+  /** Granted for every entity. */
+  hasAll(perm: Permission): boolean {
+    return this.all.has(perm);
+  }
+
+  /** Granted for this entity. */
+  allows(perm: Permission, entity: HDict): boolean {
+    if (this.all.has(perm)) return true;
+    const list = this.scoped.get(perm);
+    if (list === undefined) return false;
+    const resolve = (r: HRef): HDict | undefined => this.model.get(r.id);
+    return list.some((f) => f(entity, resolve));
+  }
+
+  /** The granted permissions, for display. */
+  names(): Permission[] {
+    return PERMISSIONS.filter((p) => this.has(p));
+  }
+}
+
+/** The policies that apply to a user entity (through its role). */
+export function policiesOf(model: Model, user: HDict): HDict[] {
+  const roleRef = user.get('roleRef');
+  if (!(roleRef instanceof HRef)) return [];
+  const role = model.get(roleRef.id);
+  const refs = role?.get('actionPolicyRefs');
+  if (role === undefined || !role.has('role') || !Array.isArray(refs)) return [];
+  const out: HDict[] = [];
+  for (const r of refs as readonly HVal[]) {
+    if (!(r instanceof HRef)) continue;
+    const p = model.get(r.id);
+    if (p?.has('actionPolicy')) out.push(p);
+  }
+  return out;
+}
