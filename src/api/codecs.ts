@@ -1,0 +1,63 @@
+/**
+ * The wire formats of wire-notes §1 in one table: which media types are read (request bodies) and
+ * written (responses). Negotiation, the body reader and the `formats` op all read this table, so
+ * a format added here is accepted, answered and advertised together.
+ */
+import { writeCsv } from '../haystack/csv.js';
+import { readJsonGrid, writeJsonGrid } from '../haystack/json.js';
+import type { HGrid } from '../haystack/values.js';
+import { readZinc, writeZinc } from '../haystack/zinc.js';
+
+export interface Codec {
+  /** `type/subtype`, lower case, no parameters. */
+  readonly mime: string;
+  /** The Content-Type header sent with a response in this format. */
+  readonly contentType: string;
+  readonly read?: (text: string) => HGrid;
+  readonly write?: (grid: HGrid) => string;
+  /** Whether the format carries grid meta, so an error grid (meta `err`, `dis`) survives it. */
+  readonly carriesMeta: boolean;
+  /** Listed by the `formats` op; false for aliases of a listed format. */
+  readonly listed: boolean;
+}
+
+export const JSON_CODEC: Codec = {
+  mime: 'application/json',
+  // JSON is UTF-8 by definition (RFC 8259) and the type has no charset parameter.
+  contentType: 'application/json',
+  read: readJsonGrid,
+  write: writeJsonGrid,
+  carriesMeta: true,
+  listed: true,
+};
+
+/**
+ * Order matters: for a wildcard (`*\/*`, `application/*`, `text/*`) negotiation picks the first
+ * format of this list that matches, so JSON is the default and `text/*` gets Zinc.
+ */
+export const CODECS: readonly Codec[] = [
+  JSON_CODEC,
+  {
+    mime: 'application/vnd.haystack+json',
+    contentType: 'application/vnd.haystack+json',
+    read: readJsonGrid,
+    write: writeJsonGrid,
+    carriesMeta: true,
+    listed: false,
+  },
+  { mime: 'text/zinc', contentType: 'text/zinc; charset=utf-8', read: readZinc, write: writeZinc, carriesMeta: true, listed: true },
+  // text/plain is Zinc too (wire-notes §1).
+  { mime: 'text/plain', contentType: 'text/plain; charset=utf-8', read: readZinc, write: writeZinc, carriesMeta: true, listed: true },
+  { mime: 'text/csv', contentType: 'text/csv; charset=utf-8', write: writeCsv, carriesMeta: false, listed: true },
+];
+
+/** The formats op's order: the one of interface.md's sample. */
+const LISTING_ORDER = ['text/plain', 'text/zinc', 'text/csv', 'application/json'];
+
+export function listedCodecs(): Codec[] {
+  const rank = (c: Codec): number => {
+    const i = LISTING_ORDER.indexOf(c.mime);
+    return i < 0 ? LISTING_ORDER.length : i;
+  };
+  return CODECS.filter((c) => c.listed).sort((a, b) => rank(a) - rank(b));
+}

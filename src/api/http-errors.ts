@@ -1,0 +1,89 @@
+/**
+ * Errors on the wire (wire-notes §2): the one place where error codes become HTTP statuses, and
+ * the error grid every failed request answers with: meta `err` (Marker), `dis` (a message a
+ * person can act on), `errCode` (the stable HL_ code, so clients and tests need not parse `dis`)
+ * and, only when debugging is on, `errTrace` (the stack).
+ */
+import { HDict, HGrid, MARKER } from '../haystack/values.js';
+import { type ErrorCode, ErrorCodes, isHayloftError } from '../lib/errors.js';
+
+const STATUS: Partial<Record<ErrorCode, number>> = {
+  [ErrorCodes.BAD_VALUE]: 400,
+  [ErrorCodes.BAD_GRID]: 400,
+  [ErrorCodes.BAD_ZINC]: 400,
+  [ErrorCodes.BAD_FILTER]: 400,
+  [ErrorCodes.BAD_RANGE]: 400,
+  [ErrorCodes.BAD_OFFSET]: 400,
+  [ErrorCodes.BAD_REQUEST]: 400,
+  // A zone name in a request (a range, a DateTime) that does not exist is the client's mistake.
+  [ErrorCodes.UNKNOWN_TZ]: 400,
+  [ErrorCodes.INVALID_RECORD]: 400,
+  [ErrorCodes.CONFLICT]: 400,
+  [ErrorCodes.REFERENCED]: 400,
+  // 400, not 404: wire-notes §2 answers an unknown point of a his op with 400, and 404 is kept
+  // for an unknown op so a client can tell "wrong URL" from "wrong id".
+  [ErrorCodes.NOT_FOUND]: 400,
+  // Auth (wire-notes §2 and §3). The token endpoint's OAuth JSON body and impersonation's bare
+  // `Cannot impersonate` text are written by their handlers; the statuses are decided here.
+  [ErrorCodes.UNAUTHORIZED]: 401,
+  [ErrorCodes.INVALID_CLIENT]: 401,
+  [ErrorCodes.FORBIDDEN]: 403,
+  [ErrorCodes.CANNOT_IMPERSONATE]: 400,
+  [ErrorCodes.INVALID_GRANT]: 400,
+  [ErrorCodes.UNSUPPORTED_GRANT]: 400,
+  [ErrorCodes.INVALID_TOKEN_REQUEST]: 400,
+  [ErrorCodes.WEAK_PASSWORD]: 400,
+  [ErrorCodes.LOCKED_OUT]: 429,
+  [ErrorCodes.UNKNOWN_OP]: 404,
+  [ErrorCodes.METHOD_NOT_ALLOWED]: 405,
+  [ErrorCodes.NOT_ACCEPTABLE]: 406,
+  // The chosen format cannot hold the answer (a Grid in a CSV cell): the client may ask for another.
+  [ErrorCodes.CANNOT_ENCODE]: 406,
+  [ErrorCodes.TOO_LARGE]: 413,
+  [ErrorCodes.UNSUPPORTED_MEDIA_TYPE]: 415,
+  // A configuration problem surfacing during a request is the server's fault, not the client's.
+  [ErrorCodes.BAD_CONFIG]: 500,
+  [ErrorCodes.INTERNAL]: 500,
+};
+
+/** The HTTP status of an error: by code; other HL_BAD_* codes are 400; anything else is 500. */
+export function statusOf(e: unknown): number {
+  if (!isHayloftError(e)) return 500;
+  const s = STATUS[e.code];
+  if (s !== undefined) return s;
+  return (e.code as string).startsWith('HL_BAD_') ? 400 : 500;
+}
+
+/** Headers an error's status calls for: the challenge of a 401, when to retry a 429. */
+export function errorHeaders(e: unknown): Record<string, string> {
+  if (!isHayloftError(e)) return {};
+  const h: Record<string, string> = {};
+  // RFC 6750 §3 for bearer tokens; RFC 6749 §5.2 asks for the scheme the client authenticated with.
+  if (e.code === ErrorCodes.UNAUTHORIZED) h['WWW-Authenticate'] = 'Bearer';
+  if (e.code === ErrorCodes.INVALID_CLIENT) h['WWW-Authenticate'] = 'Basic';
+  if (e.retryAfter !== undefined) h['Retry-After'] = String(Math.max(0, Math.ceil(e.retryAfter)));
+  return h;
+}
+
+export interface ErrorGridOptions {
+  /** Include `errTrace`. */
+  debug: boolean;
+  /** Shown in the message of an unexpected error, so an operator can find it in the log. */
+  reqId?: number;
+}
+
+/** The error grid for an error; unexpected errors get a message that reveals no internals. */
+export function errorGrid(e: unknown, opts: ErrorGridOptions): HGrid {
+  const status = statusOf(e);
+  const expected = isHayloftError(e) && status < 500;
+  const dis = expected
+    ? e.message
+    : `unexpected server error${opts.reqId === undefined ? '' : ` (request ${opts.reqId})`}: the server log has the details`;
+  const meta: Record<string, string | typeof MARKER> = {
+    err: MARKER,
+    dis,
+    errCode: isHayloftError(e) ? e.code : ErrorCodes.INTERNAL,
+  };
+  if (opts.debug) meta.errTrace = e instanceof Error ? (e.stack ?? `${e.name}: ${e.message}`) : String(e);
+  return HGrid.empty(HDict.of(meta));
+}

@@ -1,0 +1,67 @@
+/**
+ * Content negotiation. The response format follows the whole Accept header as HTTP defines it
+ * (RFC 9110 §12.5.1: media ranges, q-values, wildcards, q=0 excluding), parsed by `negotiator`
+ * (the jshttp library Express uses) rather than by hand: its quoting, specificity and tie rules
+ * are what clients are tested against. The request body format follows Content-Type.
+ */
+import Negotiator from 'negotiator';
+import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import { CODECS, type Codec, JSON_CODEC } from './codecs.js';
+
+const writable = CODECS.filter((c) => c.write !== undefined);
+const readable = CODECS.filter((c) => c.read !== undefined);
+
+/**
+ * Offered with `charset=utf-8` because negotiator drops a type whose Accept entry carries a
+ * parameter the offer lacks: `Accept: text/plain; charset=utf-8` must still get text/plain, while
+ * a request for another charset (which Hayloft never writes) is not matched.
+ */
+const OFFERS = writable.map((c) => `${c.mime};charset=utf-8`);
+
+function supportedList(codecs: readonly Codec[]): string {
+  return codecs.map((c) => c.mime).join(', ');
+}
+
+/** The format to answer in; throws HL_NOT_ACCEPTABLE when nothing listed is supported. */
+export function responseCodec(accept: string | undefined): Codec {
+  // No header, or an empty one, means any type (RFC 9110: "no Accept implies any").
+  if (accept === undefined || accept.trim() === '') return JSON_CODEC;
+  let best: string | undefined;
+  try {
+    best = new Negotiator({ headers: { accept } }).mediaType(OFFERS);
+  } catch {
+    best = undefined;
+  }
+  const i = best === undefined ? -1 : OFFERS.indexOf(best);
+  const codec = writable[i];
+  if (codec === undefined) {
+    throw new HayloftError(
+      ErrorCodes.NOT_ACCEPTABLE,
+      `none of the formats in Accept (${accept.length > 200 ? accept.slice(0, 200) + '...' : accept}) is supported: ask for one of ${supportedList(writable)}`,
+    );
+  }
+  return codec;
+}
+
+/** The media type of a Content-Type header: lower case, parameters (charset...) dropped. */
+export function mediaTypeOf(contentType: string): string {
+  const semi = contentType.indexOf(';');
+  return (semi < 0 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
+}
+
+/**
+ * The format to read a request body in. No Content-Type: JSON, the format of interface.md, which
+ * clients that forget the header are most likely sending. Throws HL_UNSUPPORTED_MEDIA_TYPE.
+ */
+export function requestCodec(contentType: string | undefined): Codec {
+  if (contentType === undefined || contentType.trim() === '') return JSON_CODEC;
+  const mime = mediaTypeOf(contentType);
+  const codec = readable.find((c) => c.mime === mime);
+  if (codec === undefined) {
+    throw new HayloftError(
+      ErrorCodes.UNSUPPORTED_MEDIA_TYPE,
+      `request bodies of type ${mime || '(blank)'} are not accepted: send one of ${supportedList(readable)}`,
+    );
+  }
+  return codec;
+}

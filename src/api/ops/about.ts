@@ -1,0 +1,33 @@
+/** `about` (interface.md, GET /api/about): one row describing the server, from ctx.info and the clock. */
+import { HDateTime, HDict, HGrid, HUri } from '../../haystack/values.js';
+import type { Op } from '../op.js';
+
+/** The version of the Haystack REST protocol served. */
+export const PROTOCOL_VERSION = '3.0';
+export const PRODUCT_NAME = 'Hayloft';
+// Placeholders until the project has a public home: clients only display them.
+export const PRODUCT_URI = 'https://github.com/hayloft/hayloft';
+export const VENDOR_NAME = 'Hayloft';
+export const VENDOR_URI = 'https://github.com/hayloft';
+
+export const aboutOp: Op = {
+  name: 'about',
+  summary: 'Summary information about the server',
+  methods: ['GET', 'POST'],
+  run({ ctx }) {
+    const { info, clock } = ctx;
+    const row = HDict.of({
+      protocolVersion: PROTOCOL_VERSION,
+      tz: info.tz.name,
+      serverName: info.serverName,
+      serverTime: new HDateTime(clock.now(), info.tz),
+      serverBootTime: new HDateTime(info.bootTime, info.tz),
+      productName: PRODUCT_NAME,
+      productUri: new HUri(PRODUCT_URI),
+      productVersion: info.productVersion,
+      vendorName: VENDOR_NAME,
+      vendorUri: new HUri(VENDOR_URI),
+    });
+    return HGrid.fromRows([row]);
+  },
+};

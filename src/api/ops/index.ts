@@ -1,0 +1,16 @@
+/**
+ * src/api/ops: one file per op (or per family of ops). Each exports Op objects; the lists below
+ * are what the app hands to createApiServer. Add a family by exporting its list here and
+ * spreading it into the server's ops.
+ */
+import type { Op } from '../op.js';
+import { aboutOp } from './about.js';
+import { formatsOp } from './formats.js';
+import { opsOp } from './ops.js';
+
+export { aboutOp } from './about.js';
+export { formatsOp } from './formats.js';
+export { opsOp } from './ops.js';
+
+/** The server-information ops of interface.md: about, ops, formats. */
+export const infoOps: readonly Op[] = [aboutOp, opsOp, formatsOp];

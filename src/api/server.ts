@@ -1,0 +1,262 @@
+/**
+ * The HTTP server: polka routing `/api/:op` to the Op objects it is given. Everything HTTP lives
+ * here and in its helpers (negotiate, body, query, http-errors): ops receive a grid and return
+ * one. The request flow: find the op (404), check the method (405 with Allow), pick the answer's
+ * format from Accept (406), build the request grid from the query (GET) or the body by
+ * Content-Type (415, 413), run the op, encode its grid. Any error becomes an error grid with its
+ * status; an unexpected one is logged with its stack and the server keeps serving.
+ */
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import polka, { type IError, type NextHandler, type Request } from 'polka';
+import { HGrid } from '../haystack/values.js';
+import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import type { Logger } from '../lib/log.js';
+import { hasBody, readBodyText } from './body.js';
+import { type Codec, JSON_CODEC } from './codecs.js';
+import { errorGrid, errorHeaders, statusOf } from './http-errors.js';
+import { requestCodec, responseCodec } from './negotiate.js';
+import type { HttpMethod, Op, OpContext } from './op.js';
+import { withOpList } from './ops/ops.js';
+import { queryGrid } from './query.js';
+
+export interface ApiServerOptions {
+  ops: readonly Op[];
+  ctx: OpContext;
+  log: Logger;
+  /** Largest request body accepted, in bytes (Config.maxBodyBytes). */
+  maxBodyBytes: number;
+  /** Error grids carry `errTrace` (Config.debug). */
+  debug: boolean;
+  /**
+   * How long close() waits for requests in flight before cutting their connections; default
+   * 10 s, so a stuck request cannot hold a restart forever.
+   */
+  closeTimeoutMs?: number;
+}
+
+export interface ApiServer {
+  /** Starts listening; resolves with the bound port (useful with port 0). */
+  listen(port: number, host: string): Promise<{ port: number }>;
+  /** Stops accepting connections and resolves once the requests in flight are answered. */
+  close(): Promise<void>;
+}
+
+/** Per-request state the server keeps on the response (no module-level state). */
+interface Exchange {
+  id: number;
+  started: number;
+  /** The format error grids are written in, once Accept has been read. */
+  codec: Codec;
+}
+
+function allowOf(op: Op): string {
+  // HEAD is answered wherever GET is, as HTTP expects of every GET resource.
+  return op.methods.flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', ');
+}
+
+function pathOf(req: IncomingMessage): string {
+  const url = req.url ?? '';
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
+}
+
+export function createApiServer(opts: ApiServerOptions): ApiServer {
+  const { log, maxBodyBytes, debug } = opts;
+  const byName = new Map<string, Op>();
+  for (const op of opts.ops) {
+    if (byName.has(op.name)) throw new HayloftError(ErrorCodes.INTERNAL, `two ops are named "${op.name}"`);
+    byName.set(op.name, op);
+  }
+  const ctx = withOpList(opts.ctx, opts.ops);
+  const closeTimeoutMs = opts.closeTimeoutMs ?? 10_000;
+
+  const exchanges = new WeakMap<ServerResponse, Exchange>();
+  let seq = 0;
+  let closing = false;
+  const inFlight = new Set<ServerResponse>();
+  let drained: (() => void) | undefined;
+
+  function exchangeOf(res: ServerResponse): Exchange {
+    let x = exchanges.get(res);
+    if (x === undefined) {
+      x = { id: ++seq, started: performance.now(), codec: JSON_CODEC };
+      exchanges.set(res, x);
+    }
+    return x;
+  }
+
+  function send(req: IncomingMessage, res: ServerResponse, status: number, codec: Codec, grid: HGrid): void {
+    if (res.headersSent || res.destroyed) return;
+    const write = codec.write ?? JSON_CODEC.write;
+    const body = (write as (g: HGrid) => string)(grid);
+    res.statusCode = status;
+    res.setHeader('Content-Type', codec.contentType);
+    res.setHeader('Content-Length', Buffer.byteLength(body));
+    res.setHeader('Vary', 'Accept');
+    // Closing, or a body not read (refused before or while reading it): end the connection
+    // rather than let Node read and discard the rest of an upload nobody will use.
+    if (closing || !req.complete) res.setHeader('Connection', 'close');
+    res.end(req.method === 'HEAD' ? undefined : body);
+  }
+
+  function sendError(req: IncomingMessage, res: ServerResponse, e: unknown): void {
+    const x = exchangeOf(res);
+    const status = statusOf(e);
+    if (status >= 500) log.error({ err: e, reqId: x.id, method: req.method, path: pathOf(req) }, 'unexpected error answering a request');
+    if (res.headersSent || res.destroyed) return;
+    for (const [k, v] of Object.entries(errorHeaders(e))) res.setHeader(k, v);
+    // An error grid needs its meta; CSV has none, so such errors are answered in JSON.
+    const codec = x.codec.carriesMeta ? x.codec : JSON_CODEC;
+    try {
+      send(req, res, status, codec, errorGrid(e, { debug, reqId: x.id }));
+    } catch (e2) {
+      log.error({ err: e2, reqId: x.id }, 'cannot write an error grid');
+      send(req, res, 500, JSON_CODEC, errorGrid(e2, { debug, reqId: x.id }));
+    }
+  }
+
+  async function requestGrid(req: Request, method: HttpMethod): Promise<HGrid> {
+    if (method === 'GET') return queryGrid(req.search ?? '');
+    // Check the type before reading: no point receiving a body that cannot be decoded.
+    const codec = requestCodec(req.headers['content-type']);
+    if (!hasBody(req)) return HGrid.empty();
+    const text = await readBodyText(req, maxBodyBytes);
+    if (text.trim() === '') return HGrid.empty();
+    return (codec.read as (t: string) => HGrid)(text);
+  }
+
+  async function handleOp(req: Request, res: ServerResponse): Promise<void> {
+    const x = exchangeOf(res);
+    try {
+      const name = req.params.op ?? '';
+      const op = byName.get(name);
+      if (op === undefined) {
+        throw new HayloftError(ErrorCodes.UNKNOWN_OP, `there is no op "${name}": GET /api/ops lists them`);
+      }
+      const method = (req.method === 'HEAD' ? 'GET' : req.method) as HttpMethod;
+      if (!op.methods.includes(method)) {
+        res.setHeader('Allow', allowOf(op));
+        throw new HayloftError(ErrorCodes.METHOD_NOT_ALLOWED, `${op.name} does not accept ${req.method}: use ${op.methods.join(' or ')}`);
+      }
+      x.codec = responseCodec(req.headers.accept);
+      const grid = await requestGrid(req, method);
+      const result = await op.run({ op: op.name, method, grid, ctx });
+      send(req, res, 200, x.codec, result);
+    } catch (e) {
+      sendError(req, res, e);
+    }
+  }
+
+  const app = polka({
+    onNoMatch: (req, res) => {
+      sendError(req, res, new HayloftError(ErrorCodes.UNKNOWN_OP, `nothing at ${pathOf(req)}: ops are at /api/<op> (GET /api/ops lists them)`));
+    },
+    // Only reached if something throws outside handleOp's own try (polka catches it).
+    onError: (err: string | IError, req, res) => {
+      sendError(req, res, typeof err === 'string' ? new Error(err) : err);
+    },
+  });
+
+  // First in the chain: one debug line per request when its response is done (or cut off).
+  app.use((req, res, next) => {
+    const x = exchangeOf(res);
+    inFlight.add(res);
+    res.once('close', () => {
+      inFlight.delete(res);
+      log.debug(
+        {
+          reqId: x.id,
+          method: req.method,
+          path: pathOf(req),
+          status: res.statusCode,
+          ms: Math.round((performance.now() - x.started) * 10) / 10,
+          ...(res.writableFinished ? {} : { aborted: true }),
+        },
+        'request',
+      );
+      if (closing) {
+        server.closeIdleConnections();
+        if (inFlight.size === 0) drained?.();
+      }
+    });
+    return next();
+  });
+  app.all('/api/:op', handleOp);
+
+  const server = http.createServer();
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    // polka creates its own `next` when given none.
+    void app.handler(req as Request, res, undefined as unknown as NextHandler);
+  });
+  // Malformed requests that never reach a handler (bad request line, headers over Node's
+  // 16 KiB limit, a timeout): answer if the socket still can, never throw.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    log.debug({ code: err.code, reason: err.message }, 'malformed HTTP request');
+    if (err.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+    const body = (JSON_CODEC.write as (g: HGrid) => string)(
+      errorGrid(new HayloftError(ErrorCodes.BAD_REQUEST, `malformed HTTP request (${http.STATUS_CODES[status]})`), { debug: false }),
+    );
+    socket.end(
+      `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  });
+  server.on('error', (err) => log.error({ err }, 'HTTP server error'));
+
+  let listening = false;
+
+  return {
+    listen(port: number, host: string): Promise<{ port: number }> {
+      return new Promise((resolve, reject) => {
+        const onError = (err: NodeJS.ErrnoException): void => {
+          server.off('listening', onListening);
+          const why = err.code === 'EADDRINUSE' ? 'the port is in use' : err.code === 'EACCES' ? 'permission denied' : err.message;
+          reject(new HayloftError(ErrorCodes.LISTEN_FAILED, `cannot listen on ${host}:${port}: ${why}`, { cause: err }));
+        };
+        const onListening = (): void => {
+          server.off('error', onError);
+          listening = true;
+          const addr = server.address();
+          const bound = typeof addr === 'object' && addr !== null ? addr.port : port;
+          log.info({ host, port: bound }, 'HTTP server listening');
+          resolve({ port: bound });
+        };
+        server.once('error', onError);
+        server.once('listening', onListening);
+        server.listen(port, host);
+      });
+    },
+
+    close(): Promise<void> {
+      if (!listening) return Promise.resolve();
+      listening = false;
+      closing = true;
+      const requestsDone = new Promise<void>((resolve) => {
+        if (inFlight.size === 0) resolve();
+        else drained = resolve;
+      });
+      const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Keep-alive connections with no request in flight would otherwise hold close() open.
+      server.closeIdleConnections();
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<void>((resolve) => {
+        timer = setTimeout(() => {
+          log.warn({ inFlight: inFlight.size }, 'requests still running at close: cutting their connections');
+          server.closeAllConnections();
+          resolve();
+        }, closeTimeoutMs);
+        timer.unref();
+      });
+      return Promise.race([Promise.all([requestsDone, serverClosed]), timedOut.then(() => serverClosed)]).then(() => {
+        clearTimeout(timer);
+        drained = undefined;
+        closing = false;
+      });
+    },
+  };
+}

@@ -1,0 +1,144 @@
+/**
+ * The configuration schema: every key with its type, default and check, in one table. Values
+ * arrive as JSON (from the config file) or as text (from the environment); each key's parser
+ * takes either and says what it expected, so validation can list every problem at once instead
+ * of making an operator fix a device's config one restart at a time.
+ */
+import os from 'node:os';
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+export interface Config {
+  /** Folder of the LevelDB store (absolute: resolved against the working folder). */
+  readonly dataDir: string;
+  /** Address the HTTP server binds to. */
+  readonly host: string;
+  /** HTTP port; 0 picks a free one (tests). */
+  readonly port: number;
+  /** Largest request body accepted, in bytes. */
+  readonly maxBodyBytes: number;
+  /** What `about` reports as serverName. */
+  readonly serverName: string;
+  /** The server's default zone, a Haystack zone name (`New_York`, `UTC`). */
+  readonly tz: string;
+  readonly logLevel: LogLevel;
+  /** When true, error grids carry `errTrace` (a stack): never on a device on an open network. */
+  readonly debug: boolean;
+  /** The config file read, or null when none was. */
+  readonly configFile: string | null;
+}
+
+/** The keys a config file or the environment may set. */
+export type ConfigKey = Exclude<keyof Config, 'configFile'>;
+
+/**
+ * Time zones live in src/haystack, which config may not import (ARCHITECTURE.md dependency
+ * direction), so the caller hands in the two questions config needs answered.
+ */
+export interface ZoneLookup {
+  /** The host's zone as a Haystack name (the default of `tz`). */
+  host(): string;
+  /** True when the name is a known Haystack zone. */
+  known(name: string): boolean;
+}
+
+export interface SchemaContext {
+  zones: ZoneLookup;
+  /** Defaults to os.hostname(). */
+  hostname?: () => string;
+}
+
+/** A parser returns the typed value, or a string saying what was expected. */
+type Parse<T> = (raw: unknown, ctx: SchemaContext) => { ok: T } | { expected: string };
+
+interface KeySpec<T> {
+  /** Environment variable that overrides the file. */
+  env: string;
+  default: (ctx: SchemaContext) => T;
+  parse: Parse<T>;
+}
+
+const MIB = 1024 * 1024;
+
+function text(raw: unknown, what: string): { ok: string } | { expected: string } {
+  if (typeof raw !== 'string' || raw.trim() === '') return { expected: what };
+  return { ok: raw.trim() };
+}
+
+/** Integers come as JSON numbers from the file and as digit strings from the environment. */
+function integer(raw: unknown, min: number, max: number): { ok: number } | { expected: string } {
+  const expected = `an integer from ${min} to ${max}`;
+  let n: number;
+  if (typeof raw === 'number') n = raw;
+  else if (typeof raw === 'string' && /^\s*\d+\s*$/.test(raw)) n = Number(raw);
+  else return { expected };
+  if (!Number.isInteger(n) || n < min || n > max) return { expected };
+  return { ok: n };
+}
+
+const TRUE_TEXT = new Set(['true', '1', 'yes', 'on']);
+const FALSE_TEXT = new Set(['false', '0', 'no', 'off']);
+
+export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
+  dataDir: {
+    env: 'HAYLOFT_DATA_DIR',
+    default: () => './data',
+    parse: (raw) => text(raw, 'a folder path'),
+  },
+  host: {
+    env: 'HAYLOFT_HOST',
+    default: () => '0.0.0.0',
+    parse: (raw) => {
+      const r = text(raw, 'an IP address or host name to listen on');
+      return 'ok' in r && /\s/.test(r.ok) ? { expected: 'an IP address or host name to listen on (no spaces)' } : r;
+    },
+  },
+  port: {
+    env: 'HAYLOFT_PORT',
+    default: () => 8080,
+    parse: (raw) => integer(raw, 0, 65535),
+  },
+  maxBodyBytes: {
+    env: 'HAYLOFT_MAX_BODY_BYTES',
+    // A 100,000-row hisWrite is about 6.5 MB of JSON: leave room for bigger batches from an
+    // uplink catching up, while still bounding what one request can make the device hold.
+    default: () => 64 * MIB,
+    parse: (raw) => integer(raw, 1024, 1024 * MIB),
+  },
+  serverName: {
+    env: 'HAYLOFT_SERVER_NAME',
+    default: (ctx) => (ctx.hostname ?? os.hostname)(),
+    parse: (raw) => text(raw, 'a non-empty name'),
+  },
+  tz: {
+    env: 'HAYLOFT_TZ',
+    default: (ctx) => ctx.zones.host(),
+    parse: (raw, ctx) => {
+      const r = text(raw, 'a Haystack time-zone name such as New_York or UTC');
+      if ('ok' in r && !ctx.zones.known(r.ok)) return { expected: 'a known Haystack time-zone name such as New_York or UTC' };
+      return r;
+    },
+  },
+  logLevel: {
+    env: 'HAYLOFT_LOG_LEVEL',
+    default: () => 'info',
+    parse: (raw) => {
+      const v = typeof raw === 'string' ? raw.trim().toLowerCase() : raw;
+      return LOG_LEVELS.includes(v as LogLevel) ? { ok: v as LogLevel } : { expected: `one of ${LOG_LEVELS.join(', ')}` };
+    },
+  },
+  debug: {
+    env: 'HAYLOFT_DEBUG',
+    default: () => false,
+    parse: (raw) => {
+      if (typeof raw === 'boolean') return { ok: raw };
+      const v = typeof raw === 'string' ? raw.trim().toLowerCase() : '';
+      if (TRUE_TEXT.has(v)) return { ok: true };
+      if (FALSE_TEXT.has(v)) return { ok: false };
+      return { expected: 'true or false' };
+    },
+  },
+};
+
+export const CONFIG_KEYS = Object.keys(SCHEMA) as ConfigKey[];

@@ -1,0 +1,148 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import t, { type Test } from 'tap';
+import { type ConfigProblem, loadConfig } from '../../src/config/index.js';
+import { findTimeZone } from '../../src/haystack/tz.js';
+import { ErrorCodes, HayloftError } from '../../src/lib/errors.js';
+import { tempDir } from '../helpers/tmp.js';
+
+const zones = { host: () => 'Sydney', known: (n: string) => findTimeZone(n) !== undefined };
+const base = { zones, cwd: '/srv/hayloft', hostname: () => 'pi-42' };
+
+/** The problems of a config that must fail (the test fails if it loads). */
+function problemsOf(t: Test, opts: Parameters<typeof loadConfig>[0]): ConfigProblem[] {
+  try {
+    loadConfig(opts);
+  } catch (e) {
+    t.ok(e instanceof HayloftError && e.code === ErrorCodes.BAD_CONFIG, 'HL_BAD_CONFIG');
+    return (e as HayloftError).cause as ConfigProblem[];
+  }
+  t.fail('the config loaded');
+  return [];
+}
+
+function file(t: Test, content: unknown): string {
+  const p = path.join(tempDir(t), 'hayloft.json');
+  writeFileSync(p, typeof content === 'string' ? content : JSON.stringify(content));
+  return p;
+}
+
+t.test('defaults', async (t) => {
+  const c = loadConfig({ ...base, env: {} });
+  t.same(c, {
+    dataDir: '/srv/hayloft/data',
+    host: '0.0.0.0',
+    port: 8080,
+    maxBodyBytes: 64 * 1024 * 1024,
+    serverName: 'pi-42',
+    tz: 'Sydney',
+    logLevel: 'info',
+    debug: false,
+    configFile: null,
+  });
+  t.ok(Object.isFrozen(c), 'frozen');
+  t.throws(() => {
+    (c as { port: number }).port = 1;
+  });
+  // Without injected host name and cwd, the real ones.
+  const real = loadConfig({ zones, env: {} });
+  t.equal(real.dataDir, path.resolve('data'));
+  t.type(real.serverName, 'string');
+});
+
+t.test('file, then environment over it, then --config choosing the file', async (t) => {
+  const f = file(t, { dataDir: '/var/lib/hayloft', port: 9000, host: '127.0.0.1', maxBodyBytes: 2048, serverName: 'boiler room', tz: 'New_York', logLevel: 'debug', debug: true });
+  const fromFile = loadConfig({ ...base, env: { HAYLOFT_CONFIG: f } });
+  t.same(fromFile, {
+    dataDir: '/var/lib/hayloft',
+    host: '127.0.0.1',
+    port: 9000,
+    maxBodyBytes: 2048,
+    serverName: 'boiler room',
+    tz: 'New_York',
+    logLevel: 'debug',
+    debug: true,
+    configFile: f,
+  });
+  const env = { HAYLOFT_CONFIG: f, HAYLOFT_DATA_DIR: 'd2', HAYLOFT_HOST: '::1', HAYLOFT_PORT: '0', HAYLOFT_DEBUG: 'no', HAYLOFT_LOG_LEVEL: 'WARN' };
+  const over = loadConfig({ ...base, env });
+  t.equal(over.dataDir, '/srv/hayloft/d2', 'relative dataDir resolves against the working folder');
+  t.equal(over.host, '::1');
+  t.equal(over.port, 0);
+  t.equal(over.debug, false);
+  t.equal(over.logLevel, 'warn');
+  t.equal(over.serverName, 'boiler room', 'keys not in the environment keep the file value');
+  t.equal(loadConfig({ ...base, env: { HAYLOFT_PORT: '' } }).port, 8080, 'an empty variable counts as unset');
+
+  const g = file(t, { port: 7000 });
+  t.equal(loadConfig({ ...base, env: { HAYLOFT_CONFIG: f }, argv: ['serve', '--config', g] }).port, 7000, '--config wins over HAYLOFT_CONFIG');
+  t.equal(loadConfig({ ...base, env: {}, argv: [`--config=${g}`] }).port, 7000, '--config=path');
+  t.equal(loadConfig({ ...base, env: {}, file: g }).configFile, g, 'a default file from the caller');
+});
+
+t.test('every validation error, each named with its source', async (t) => {
+  const cases: [string, Record<string, unknown> | null, Record<string, string>, string, RegExp][] = [
+    ['port not a number (env)', null, { HAYLOFT_PORT: 'http' }, 'port', /an integer from 0 to 65535.*got "http"/],
+    ['port out of range (env)', null, { HAYLOFT_PORT: '70000' }, 'port', /an integer from 0 to 65535/],
+    ['port negative (file)', { port: -1 }, {}, 'port', /an integer from 0 to 65535/],
+    ['port fractional (file)', { port: 80.5 }, {}, 'port', /an integer/],
+    ['maxBodyBytes too small', { maxBodyBytes: 10 }, {}, 'maxBodyBytes', /an integer from 1024/],
+    ['maxBodyBytes not a number', { maxBodyBytes: '64MB' }, {}, 'maxBodyBytes', /an integer/],
+    ['host blank', { host: ' ' }, {}, 'host', /IP address or host name/],
+    ['host with a space (env)', null, { HAYLOFT_HOST: 'my host' }, 'host', /no spaces/],
+    ['dataDir not a string', { dataDir: 42 }, {}, 'dataDir', /a folder path/],
+    ['serverName blank', { serverName: '' }, {}, 'serverName', /a non-empty name/],
+    ['tz unknown', { tz: 'Mars' }, {}, 'tz', /known Haystack time-zone name/],
+    ['tz an IANA name', { tz: 'America/New_York' }, {}, 'tz', /time-zone name such as New_York/],
+    ['logLevel unknown', { logLevel: 'verbose' }, {}, 'logLevel', /one of fatal, error, warn, info, debug, trace, silent/],
+    ['debug not a boolean (env)', null, { HAYLOFT_DEBUG: 'maybe' }, 'debug', /true or false/],
+    ['debug a number (file)', { debug: 1 }, {}, 'debug', /true or false/],
+    ['an unknown key', { prot: 80 }, {}, 'prot', /a known key \(dataDir, host, port/],
+  ];
+  for (const [name, content, env, key, expected] of cases) {
+    t.test(name, async (t) => {
+      const f = content === null ? undefined : file(t, content);
+      const problems = problemsOf(t, { ...base, env: { ...env, ...(f === undefined ? {} : { HAYLOFT_CONFIG: f }) } });
+      t.equal(problems.length, 1, 'one problem');
+      t.equal(problems[0]?.key, key);
+      t.equal(problems[0]?.source, f ?? Object.keys(env)[0], 'names where the value came from');
+      t.match(`expected ${problems[0]?.expected}, got ${problems[0]?.got}`, expected);
+    });
+  }
+});
+
+t.test('problems with the file itself', async (t) => {
+  const dir = tempDir(t);
+  const missing = path.join(dir, 'nope.json');
+  t.match(problemsOf(t, { ...base, env: { HAYLOFT_CONFIG: missing } }), [{ key: 'config', source: missing, expected: /does not exist/ }]);
+  t.match(problemsOf(t, { ...base, env: { HAYLOFT_CONFIG: file(t, '{"port": 80,') } }), [{ key: 'config', expected: /valid JSON/ }]);
+  t.match(problemsOf(t, { ...base, env: { HAYLOFT_CONFIG: file(t, '[1,2]') } }), [{ key: 'config', expected: /a JSON object/ }]);
+  t.match(problemsOf(t, { ...base, env: {}, argv: ['serve', '--config'] }), [{ key: 'config', source: '--config', expected: /a file path/ }]);
+  t.match(problemsOf(t, { ...base, env: {}, argv: ['--config', '--debug'] }), [{ key: 'config', source: '--config' }]);
+  t.match(problemsOf(t, { ...base, env: {}, argv: ['--config='] }), [{ key: 'config', source: '--config' }]);
+  t.match(problemsOf(t, { ...base, env: {}, argv: ['--config', dir] }), [{ key: 'config', expected: /readable JSON file/ }], 'a folder');
+});
+
+t.test('every problem is reported at once, in one message', async (t) => {
+  const f = file(t, { port: 'x', tz: 'Mars', colour: 'red' });
+  let err: unknown;
+  try {
+    loadConfig({ ...base, env: { HAYLOFT_CONFIG: f, HAYLOFT_HOST: 'a b', HAYLOFT_DEBUG: 'perhaps' } });
+  } catch (e) {
+    err = e;
+  }
+  t.ok(err instanceof HayloftError);
+  const e = err as HayloftError;
+  t.equal(e.code, ErrorCodes.BAD_CONFIG);
+  t.equal((e.cause as ConfigProblem[]).length, 5);
+  t.match(e.message, /^invalid configuration \(5 problems\):/);
+  for (const line of [
+    `colour (from ${f}): expected a known key`,
+    `host (from HAYLOFT_HOST): expected an IP address or host name to listen on (no spaces), got "a b"`,
+    `port (from ${f}): expected an integer from 0 to 65535, got "x"`,
+    `tz (from ${f}): expected a known Haystack time-zone name such as New_York or UTC, got "Mars"`,
+    `debug (from HAYLOFT_DEBUG): expected true or false, got "perhaps"`,
+  ]) {
+    t.ok(e.message.includes(line), line);
+  }
+});
