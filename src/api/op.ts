@@ -4,8 +4,11 @@
  * it may use, and returns a grid; the server encodes it by Accept. Ops never see HTTP objects:
  * they throw HayloftErrors and the server maps codes to statuses in one place.
  */
+import type { Principal } from '../auth/auth.js';
+import type { Permission } from '../auth/permissions.js';
 import type { TimeZone } from '../haystack/tz.js';
-import type { HGrid } from '../haystack/values.js';
+import type { HDict, HGrid } from '../haystack/values.js';
+import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import type { Model } from '../model/model.js';
@@ -35,11 +38,32 @@ export interface OpRequest {
   method: HttpMethod;
   grid: HGrid;
   ctx: OpContext;
+  /**
+   * Who the request acts as (after X-IMPERSONATE). Null only on a server built without
+   * authentication, which the tests of HTTP mechanics use; the app always authenticates.
+   */
+  principal: Principal | null;
 }
 
 export interface Op {
   name: string;
   summary: string;
   methods: readonly HttpMethod[];
+  /** Needed (for some entities at least) to call the op at all; checked by the server. */
+  permission?: Permission;
   run(req: OpRequest): HGrid | Promise<HGrid>;
+}
+
+/** May the request's principal do this (to this entity, when given)? */
+export function can(req: OpRequest, perm: Permission, entity?: HDict): boolean {
+  const p = req.principal;
+  if (p === null) return true;
+  return entity === undefined ? p.grants.has(perm) : p.grants.allows(perm, entity);
+}
+
+/** Throws HL_FORBIDDEN unless `can(...)`. */
+export function demand(req: OpRequest, perm: Permission, entity?: HDict, what?: string): void {
+  if (!can(req, perm, entity)) {
+    throw new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: ${what ?? req.op} needs ${perm}`);
+  }
 }

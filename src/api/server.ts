@@ -11,7 +11,9 @@ import type { Duplex } from 'node:stream';
 import polka, { type IError, type NextHandler, type Request } from 'polka';
 import { HGrid } from '../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import type { AuthService } from '../auth/auth.js';
 import type { Logger } from '../lib/log.js';
+import { authHttp } from './auth-http.js';
 import { hasBody, readBodyText } from './body.js';
 import { type Codec, JSON_CODEC } from './codecs.js';
 import { errorGrid, errorHeaders, statusOf } from './http-errors.js';
@@ -22,6 +24,11 @@ import { queryGrid } from './query.js';
 
 export interface ApiServerOptions {
   ops: readonly Op[];
+  /**
+   * Authentication for every data operation, plus the token and updatePassword endpoints.
+   * `null` serves without authentication: only for tests of the HTTP mechanics.
+   */
+  auth: AuthService | null;
   ctx: OpContext;
   log: Logger;
   /** Largest request body accepted, in bytes (Config.maxBodyBytes). */
@@ -105,6 +112,13 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     const status = statusOf(e);
     if (status >= 500) log.error({ err: e, reqId: x.id, method: req.method, path: pathOf(req) }, 'unexpected error answering a request');
     if (res.headersSent || res.destroyed) return;
+    if (e instanceof HayloftError && e.code === ErrorCodes.CANNOT_IMPERSONATE) {
+      // interface.md: a deliberately brief plain answer, not a grid.
+      res.statusCode = 400;
+      res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+      res.end('Cannot impersonate');
+      return;
+    }
     for (const [k, v] of Object.entries(errorHeaders(e))) res.setHeader(k, v);
     // An error grid needs its meta; CSV has none, so such errors are answered in JSON.
     const codec = x.codec.carriesMeta ? x.codec : JSON_CODEC;
@@ -140,8 +154,12 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
         throw new HayloftError(ErrorCodes.METHOD_NOT_ALLOWED, `${op.name} does not accept ${req.method}: use ${op.methods.join(' or ')}`);
       }
       x.codec = responseCodec(req.headers.accept);
+      const principal = authH === null ? null : await authH.principal(req);
+      if (principal !== null && op.permission !== undefined && !principal.grants.has(op.permission)) {
+        throw new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: ${op.name} needs ${op.permission}`);
+      }
       const grid = await requestGrid(req, method);
-      const result = await op.run({ op: op.name, method, grid, ctx });
+      const result = await op.run({ op: op.name, method, grid, ctx, principal });
       send(req, res, 200, x.codec, result);
     } catch (e) {
       sendError(req, res, e);
@@ -182,6 +200,17 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     });
     return next();
   });
+  const authH =
+    opts.auth === null
+      ? null
+      : authHttp(opts.auth, (req, e) => log.error({ err: e, reqId: exchangeOf(req as unknown as ServerResponse).id, path: pathOf(req) }, 'unexpected error in authentication'));
+  if (authH !== null) {
+    app.post('/oauth2/token', (req, res) => authH.token(req, res));
+    app.delete('/oauth2/token', (req, res) => authH.logout(req, res));
+    // The WideSky client posts to /user/updatePassword; the interface names /api/updatePassword.
+    app.post('/api/updatePassword', (req, res) => authH.updatePassword(req, res));
+    app.post('/user/updatePassword', (req, res) => authH.updatePassword(req, res));
+  }
   app.all('/api/:op', handleOp);
 
   const server = http.createServer();

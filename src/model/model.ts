@@ -63,6 +63,16 @@ export interface ModelChange {
 
 export type ModelListener = (change: ModelChange) => void;
 
+/**
+ * Checks a caller's right to each change, run inside the transaction on the validated records
+ * (Refs resolved), so a refusal aborts the whole request. Throw to refuse.
+ */
+export interface CommitGuard {
+  create?(rec: HDict): void;
+  update?(old: HDict, rec: HDict): void;
+  delete?(rec: HDict): void;
+}
+
 function invalid(message: string): HayloftError {
   return new HayloftError(ErrorCodes.INVALID_RECORD, message);
 }
@@ -334,7 +344,7 @@ export class Model {
   }
 
   /** Creates records; returns them in request order, as read returns them. */
-  create(rows: readonly HDict[]): Promise<HDict[]> {
+  create(rows: readonly HDict[], guard: CommitGuard = {}): Promise<HDict[]> {
     return this.serialise(async () => {
       const tx = new Tx(this);
       const now = new HDateTime(this.clock.now(), UTC);
@@ -361,6 +371,7 @@ export class Model {
           }
           rec.mod = now;
           const dict = this.check(tx, HDict.adopt(rec));
+          guard.create?.(dict);
           tx.put(dict);
           created.push(dict);
           if (Object.keys(cur).length > 0) transient.push([id, cur]);
@@ -379,7 +390,7 @@ export class Model {
    * Updates records: each row names a record by `id` (id or fully qualified name); other tags
    * are set, Remove (`-:` or `x:`) removes one; `id` and the primary marker cannot change.
    */
-  update(rows: readonly HDict[]): Promise<HDict[]> {
+  update(rows: readonly HDict[], guard: CommitGuard = {}): Promise<HDict[]> {
     return this.serialise(async () => {
       const tx = new Tx(this);
       const now = new HDateTime(this.clock.now(), UTC);
@@ -417,9 +428,11 @@ export class Model {
             }
           }
           let dict = old;
+          if (!changed && Object.keys(cur).length > 0) guard.update?.(old, old);
           if (changed) {
             rec.mod = now;
             dict = this.check(tx, HDict.adopt(rec));
+            guard.update?.(old, dict);
             tx.put(dict);
           }
           updated.push(dict);
@@ -439,7 +452,7 @@ export class Model {
    * Deletes records by id or fully qualified name. Refused, whole, when any of them is
    * referenced by a record that is not deleted too; the error names the referrers.
    */
-  delete(ids: readonly string[]): Promise<HDict[]> {
+  delete(ids: readonly string[], guard: CommitGuard = {}): Promise<HDict[]> {
     return this.serialise(async () => {
       const tx = new Tx(this);
       const deleted: HDict[] = [];
@@ -447,7 +460,9 @@ export class Model {
         const id = tx.resolveId(text);
         if (id === undefined) throw new HayloftError(ErrorCodes.NOT_FOUND, `no record @${text}`);
         if (tx.dels.has(id)) continue;
-        deleted.push(this.view(id) as HDict);
+        const rec = this.view(id) as HDict;
+        guard.delete?.(rec);
+        deleted.push(rec);
         tx.del(id);
       }
       const blocked: string[] = [];

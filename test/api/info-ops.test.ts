@@ -79,7 +79,7 @@ t.test('ops lists the ops given to the server', async (t) => {
 
   // Outside a server there is no list to report.
   const ctx = fakeCtx(new ManualClock(0), silentLogger());
-  t.throws(() => opsOp.run({ op: 'ops', method: 'GET', grid: HGrid.empty(), ctx }), { code: ErrorCodes.INTERNAL });
+  t.throws(() => opsOp.run({ op: 'ops', method: 'GET', grid: HGrid.empty(), ctx, principal: null }), { code: ErrorCodes.INTERNAL });
 });
 
 t.test('formats lists what is read and written', async (t) => {

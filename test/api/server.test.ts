@@ -465,10 +465,10 @@ t.test('close() cuts a stuck request after its timeout', async (t) => {
 
 t.test('listen errors are coded; duplicate op names are refused', async (t) => {
   const s = await startServer(t, ops);
-  const other = createApiServer({ ops, ctx: fakeCtx(new ManualClock(0), silentLogger()), log: silentLogger(), maxBodyBytes: 1024, debug: false });
+  const other = createApiServer({ ops, ctx: fakeCtx(new ManualClock(0), silentLogger()), auth: null, log: silentLogger(), maxBodyBytes: 1024, debug: false });
   await t.rejects(other.listen(s.port, '127.0.0.1'), { code: ErrorCodes.LISTEN_FAILED, message: /in use/ });
   t.throws(
-    () => createApiServer({ ops: [echo, echo], ctx: fakeCtx(new ManualClock(0), silentLogger()), log: silentLogger(), maxBodyBytes: 1024, debug: false }),
+    () => createApiServer({ ops: [echo, echo], ctx: fakeCtx(new ManualClock(0), silentLogger()), auth: null, log: silentLogger(), maxBodyBytes: 1024, debug: false }),
     { code: ErrorCodes.INTERNAL },
   );
 });

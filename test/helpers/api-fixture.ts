@@ -43,6 +43,7 @@ export async function startServer(
   const clock = new ManualClock(NOW);
   const server = createApiServer({
     ops,
+    auth: null,
     ctx: fakeCtx(clock, log),
     log,
     maxBodyBytes: opts.maxBodyBytes ?? 64 * 1024,

@@ -5,7 +5,41 @@
  */
 import { HDict, HGrid, HNumber, HRef } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
-import type { Op, OpRequest } from '../op.js';
+import type { CommitGuard } from '../../model/model.js';
+import { type Op, type OpRequest, can, demand } from '../op.js';
+
+/** Users, roles and policies decide who may do what: changing them needs USER_ADMIN too. */
+const SECURITY_MARKERS = ['user', 'role', 'actionPolicy'];
+
+function isSecurityRecord(rec: HDict): boolean {
+  return SECURITY_MARKERS.some((m) => rec.has(m));
+}
+
+/** Per-record permission checks for one request, run by the model inside its transaction. */
+function guardOf(req: OpRequest): CommitGuard {
+  const admin = (rec: HDict): void => {
+    if (isSecurityRecord(rec)) demand(req, 'USER_ADMIN', undefined, `${req.op} of users, roles or action policies`);
+  };
+  const label = (rec: HDict): string => {
+    const id = rec.get('id');
+    return id instanceof HRef ? `@${id.id}` : 'a record';
+  };
+  return {
+    create(rec) {
+      demand(req, 'MODEL_CREATE', rec, `creating ${label(rec)}`);
+      admin(rec);
+    },
+    update(old, rec) {
+      demand(req, 'MODEL_UPDATE', old, `updating ${label(old)}`);
+      demand(req, 'MODEL_UPDATE', rec, `updating ${label(old)} that way`);
+      admin(old);
+    },
+    delete(rec) {
+      demand(req, 'MODEL_DELETE', rec, `deleting ${label(rec)}`);
+      admin(rec);
+    },
+  };
+}
 
 function badRequest(message: string): HayloftError {
   return new HayloftError(ErrorCodes.BAD_REQUEST, message);
@@ -45,16 +79,27 @@ export const readOp: Op = {
   name: 'read',
   summary: 'Read records by filter, or by id or fully qualified name',
   methods: ['GET', 'POST'],
+  permission: 'MODEL_READ',
   run(req) {
     const { grid, ctx } = req;
+    const visible = (rec: HDict): boolean => can(req, 'MODEL_READ', rec);
     if (grid.hasCol('filter')) {
       const row = grid.rows[0];
       if (row === undefined) throw badRequest('read by filter needs one row with filter (and optionally limit)');
-      return result(ctx.model.query(filterOf(row), limitOf(row)));
+      const limit = limitOf(row);
+      const all = req.principal === null || req.principal.grants.hasAll('MODEL_READ');
+      // With scoped read rights the limit applies to what the caller may see.
+      const found = ctx.model.query(filterOf(row), all ? limit : 0);
+      const rows = all ? found : found.filter(visible);
+      return result(limit > 0 ? rows.slice(0, limit) : rows);
     }
     if (grid.hasCol('id')) {
       // Haystack convention: an unknown id gives an all-null row, so rows keep request order.
-      const rows = idsOf(grid).map((id) => ctx.model.get(id) ?? HDict.EMPTY);
+      // A record the caller may not read looks unknown: its existence is not revealed.
+      const rows = idsOf(grid).map((id) => {
+        const rec = ctx.model.get(id);
+        return rec !== undefined && visible(rec) ? rec : HDict.EMPTY;
+      });
       return HGrid.fromRows(rows, HDict.EMPTY, ['id']);
     }
     throw badRequest('read needs a filter column (with optional limit) or an id column');
@@ -65,9 +110,10 @@ export const createRecOp: Op = {
   name: 'createRec',
   summary: 'Create records (one per row); returns them with their ids',
   methods: ['POST'],
+  permission: 'MODEL_CREATE',
   async run(req) {
     needRows(req);
-    return result(await req.ctx.model.create(req.grid.rows));
+    return result(await req.ctx.model.create(req.grid.rows, guardOf(req)));
   },
 };
 
@@ -75,9 +121,10 @@ export const updateRecOp: Op = {
   name: 'updateRec',
   summary: 'Change, add (value) or remove (-: or x:) tags of records named by id',
   methods: ['POST'],
+  permission: 'MODEL_UPDATE',
   async run(req) {
     needRows(req);
-    return result(await req.ctx.model.update(req.grid.rows));
+    return result(await req.ctx.model.update(req.grid.rows, guardOf(req)));
   },
 };
 
@@ -85,20 +132,24 @@ export const deleteRecOp: Op = {
   name: 'deleteRec',
   summary: 'Delete records by id or name, or by filter; refused for referenced records',
   methods: ['GET', 'POST'],
+  permission: 'MODEL_DELETE',
   async run(req) {
     const { grid, ctx } = req;
     let ids: string[];
     if (grid.hasCol('filter')) {
       const row = grid.rows[0];
       if (row === undefined) throw badRequest('deleteRec by filter needs one row with filter (and optionally limit)');
-      ids = ctx.model.query(filterOf(row), limitOf(row)).map((r) => (r.get('id') as HRef).id);
+      const limit = limitOf(row);
+      // Only what the caller may read is matched; the guard then checks MODEL_DELETE on each.
+      const found = ctx.model.query(filterOf(row)).filter((r) => can(req, 'MODEL_READ', r));
+      ids = (limit > 0 ? found.slice(0, limit) : found).map((r) => (r.get('id') as HRef).id);
     } else if (grid.hasCol('id')) {
       ids = idsOf(grid);
     } else {
       throw badRequest('deleteRec needs an id column or a filter column');
     }
     if (ids.length === 0) return HGrid.empty();
-    return result(await ctx.model.delete(ids));
+    return result(await ctx.model.delete(ids, guardOf(req)));
   },
 };
 

@@ -1,0 +1,123 @@
+/**
+ * The composition root: builds every part from the Config, starts them in order (store, model,
+ * auth, HTTP) and stops them in reverse. Nothing else constructs long-lived parts.
+ */
+import { readFileSync } from 'node:fs';
+import { AuthService, type Bootstrap } from './auth/auth.js';
+import { type ApiServer, createApiServer } from './api/server.js';
+import { allOps } from './api/ops/index.js';
+import type { Config } from './config/index.js';
+import { timeZone } from './haystack/tz.js';
+import { type Clock, systemClock } from './lib/clock.js';
+import type { Logger } from './lib/log.js';
+import { Model } from './model/model.js';
+import { Store } from './store/db.js';
+import { RecordStore } from './store/records.js';
+
+/** The package version, read once from package.json (one level above src/ and dist/). */
+export function productVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: string };
+  return pkg.version ?? '0.0.0';
+}
+
+/** First-run credentials from the environment (HAYLOFT_ADMIN_USER, ...); ignored on later starts. */
+export interface FirstRun {
+  adminUser?: string;
+  adminPassword?: string;
+  clientId?: string;
+  clientSecret?: string;
+}
+
+export function firstRunFromEnv(env: Readonly<Record<string, string | undefined>>): FirstRun {
+  const pick = (k: string): string | undefined => (env[k] === undefined || env[k] === '' ? undefined : env[k]);
+  const out: FirstRun = {};
+  const u = pick('HAYLOFT_ADMIN_USER');
+  const p = pick('HAYLOFT_ADMIN_PASSWORD');
+  const c = pick('HAYLOFT_CLIENT_ID');
+  const s = pick('HAYLOFT_CLIENT_SECRET');
+  if (u !== undefined) out.adminUser = u;
+  if (p !== undefined) out.adminPassword = p;
+  if (c !== undefined) out.clientId = c;
+  if (s !== undefined) out.clientSecret = s;
+  return out;
+}
+
+export interface AppOptions {
+  config: Config;
+  log: Logger;
+  clock?: Clock;
+  firstRun?: FirstRun;
+}
+
+export class App {
+  readonly config: Config;
+  readonly store: Store;
+  readonly model: Model;
+  readonly auth: AuthService;
+  private readonly server: ApiServer;
+  /** The port actually bound (differs from config.port when that is 0). */
+  port = 0;
+  /** What the first start created (credentials to print once), or null on later starts. */
+  bootstrap: Bootstrap | null = null;
+
+  private constructor(config: Config, store: Store, model: Model, auth: AuthService, server: ApiServer) {
+    this.config = config;
+    this.store = store;
+    this.model = model;
+    this.auth = auth;
+    this.server = server;
+  }
+
+  /** Opens the data (the parts the CLI's offline commands need too), without serving. */
+  static async open(opts: AppOptions): Promise<App> {
+    const { config, log } = opts;
+    const clock = opts.clock ?? systemClock;
+    const store = await Store.open(config.dataDir);
+    try {
+      const model = await Model.load({ records: new RecordStore(store), clock });
+      const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir });
+      const server = createApiServer({
+        ops: allOps,
+        auth,
+        ctx: {
+          model,
+          clock,
+          log,
+          info: { serverName: config.serverName, tz: timeZone(config.tz), productVersion: productVersion(), bootTime: clock.now() },
+        },
+        log,
+        maxBodyBytes: config.maxBodyBytes,
+        debug: config.debug,
+      });
+      const app = new App(config, store, model, auth, server);
+      if (auth.needsBootstrap()) app.bootstrap = await auth.bootstrap(opts.firstRun ?? {});
+      return app;
+    } catch (e) {
+      await store.close();
+      throw e;
+    }
+  }
+
+  /** Opens the data and serves HTTP. */
+  static async start(opts: AppOptions): Promise<App> {
+    const app = await App.open(opts);
+    try {
+      app.port = (await app.server.listen(opts.config.port, opts.config.host)).port;
+    } catch (e) {
+      await app.close();
+      throw e;
+    }
+    return app;
+  }
+
+  /** Stops serving (finishing requests in flight), then closes the data. */
+  async stop(): Promise<void> {
+    await this.server.close();
+    await this.close();
+  }
+
+  private async close(): Promise<void> {
+    this.auth.stop();
+    await this.store.close();
+  }
+}
