@@ -1,0 +1,31 @@
+// The published WideSky client ships no types; these cover what the interop tests call.
+declare module '@widesky/jswidesky-client' {
+  interface Grid {
+    meta: Record<string, unknown>;
+    cols: { name: string }[];
+    rows: Record<string, unknown>[];
+  }
+  interface Token {
+    access_token: string;
+    refresh_token: string;
+    expires_in: number;
+    token_type: string;
+  }
+  export class WideSkyClient {
+    constructor(baseUri: string, username: string, password: string, clientId: string, clientSecret: string, logger?: unknown, accessToken?: Token, options?: unknown);
+    _ws_token: Token | null;
+    login(): Promise<Token>;
+    getToken(): Promise<Token>;
+    read(ids: string | string[]): Promise<Grid>;
+    find(filter: string, limit?: number): Promise<Grid>;
+    create(entities: Record<string, unknown> | Record<string, unknown>[]): Promise<Grid>;
+    update(entities: Record<string, unknown> | Record<string, unknown>[]): Promise<Grid>;
+    deleteById(ids: string | string[]): Promise<Grid>;
+    deleteByFilter(filter: string, limit?: number): Promise<Grid>;
+    updatePassword(newPassword: string): Promise<unknown>;
+    impersonateAs(userId: string): void;
+    unsetImpersonate(): void;
+  }
+  const jsWideSky: { WideSkyClient: typeof WideSkyClient };
+  export default jsWideSky;
+}
