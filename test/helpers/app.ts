@@ -64,7 +64,7 @@ export async function startApp(t: { teardown(f: () => unknown): void }, opts: { 
     env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_TZ: 'UTC', HAYLOFT_LOG_LEVEL: 'debug', ...(opts.env ?? {}) },
     zones: { host: () => 'UTC', known: (n) => findTimeZone(n) !== undefined },
   });
-  const log = createLogger({ level: 'debug', destination: dest as never });
+  const log = createLogger({ level: 'debug', destination: dest });
   const firstRun = { adminUser: ADMIN.username, adminPassword: ADMIN.password, clientId: CLIENT.id, clientSecret: CLIENT.secret };
   const start = (): Promise<App> => App.start({ config, log, firstRun, ...(opts.clock ? { clock: opts.clock } : {}) });
   const r = {} as Running;
