@@ -98,26 +98,21 @@ export function parseTime(s: string): HTime {
   return new HTime(Math.floor(totalSec / 3600), Math.floor(totalSec / 60) % 60, totalSec % 60, t.ms % 1000);
 }
 
-/**
- * Parses `YYYY-MM-DDThh:mm[:ss[.f]](Z|±hh:mm)[ Zone]`. Without a zone name, `Z` means UTC and a
- * whole-hour offset means the matching `GMT±n` zone. `defaultZone` stands in when the text has no
- * zone name and the caller knows better (never used for non-matching offsets).
- */
 // The zone named by the previous DateTime parsed: history grids name one zone on every row.
 let lastZone: TimeZone = UTC;
 
 /**
- * Parses `YYYY-MM-DDThh:mm[:ss[.f]](Z|±hh:mm)[ Zone]` starting at `start` (so callers need not
- * slice off a prefix such as JSON's `t:`). Without a zone name, `Z` means UTC and a whole-hour
- * offset means the matching `GMT±n` zone. Errors quote the text from `start`.
+ * Parses `YYYY-MM-DDThh:mm[:ss[.f]](Z|±hh:mm)[ Zone]` in `s[start, end)` (so callers need not
+ * slice: JSON's `t:` prefix, a DateTime inside a Zinc row). Without a zone name, `Z` means UTC
+ * and a whole-hour offset means the matching `GMT±n` zone. Errors quote the parsed text.
  */
-export function parseDateTime(s: string, start = 0): HDateTime {
+export function parseDateTime(s: string, start = 0, end = s.length): HDateTime {
   const b = start;
   const date = readDate(s, b);
-  if (date === null) throw bad(s.slice(b), 'expected YYYY-MM-DD at the start');
-  if (s.charCodeAt(b + 10) !== 84) throw bad(s.slice(b), 'expected "T" after the date');
+  if (date === null) throw bad(s.slice(b, end), 'expected YYYY-MM-DD at the start');
+  if (s.charCodeAt(b + 10) !== 84) throw bad(s.slice(b, end), 'expected "T" after the date');
   const time = readTime(s, b + 11);
-  if (time === null) throw bad(s.slice(b), 'expected hh:mm[:ss] after "T"');
+  if (time === null) throw bad(s.slice(b, end), 'expected hh:mm[:ss] after "T"');
   let i = time.end;
   const c = s.charCodeAt(i);
   let offset: number;
@@ -127,27 +122,27 @@ export function parseDateTime(s: string, start = 0): HDateTime {
   } else if (c === 43 || c === 45) {
     const oh = num2(s, i + 1);
     const om = num2(s, i + 4);
-    if (oh < 0 || om < 0 || s.charCodeAt(i + 3) !== 58 || oh > 18 || om > 59) throw bad(s.slice(b), 'bad UTC offset');
+    if (oh < 0 || om < 0 || s.charCodeAt(i + 3) !== 58 || oh > 18 || om > 59) throw bad(s.slice(b, end), 'bad UTC offset');
     offset = (c === 45 ? -1 : 1) * (oh * 3600 + om * 60);
     i += 6;
   } else {
-    throw bad(s.slice(b), 'expected a UTC offset (Z or ±hh:mm) after the time');
+    throw bad(s.slice(b, end), 'expected a UTC offset (Z or ±hh:mm) after the time');
   }
   let tz: TimeZone;
-  if (i === s.length) {
+  if (i === end) {
     if (offset === 0) tz = UTC;
     else if (offset % 3600 === 0) {
       const h = -offset / 3600;
       tz = findTimeZone(h > 0 ? `GMT+${h}` : `GMT-${-h}`) ?? UTC;
-    } else throw bad(s.slice(b), 'a time-zone name is required after the offset');
+    } else throw bad(s.slice(b, end), 'a time-zone name is required after the offset');
   } else {
-    if (s.charCodeAt(i) !== 32 || i + 1 === s.length) throw bad(s.slice(b), 'expected " <zone name>" after the offset');
+    if (s.charCodeAt(i) !== 32 || i + 1 === end) throw bad(s.slice(b, end), 'expected " <zone name>" after the offset');
     const last = lastZone.name;
-    if (s.length - i - 1 === last.length && s.endsWith(last)) tz = lastZone;
+    if (end - i - 1 === last.length && s.startsWith(last, i + 1)) tz = lastZone;
     else {
-      const name = s.slice(i + 1);
+      const name = s.slice(i + 1, end);
       const found = findTimeZone(name);
-      if (found === undefined) throw bad(s.slice(b), `"${name}" is not a known time zone`);
+      if (found === undefined) throw bad(s.slice(b, end), `"${name}" is not a known time zone`);
       tz = lastZone = found;
     }
   }
@@ -158,7 +153,7 @@ export function parseDateTime(s: string, start = 0): HDateTime {
     const a = Math.abs(actual);
     throw new HayloftError(
       ErrorCodes.BAD_OFFSET,
-      `"${s.slice(b)}" is not a DateTime: ${tz.name} is at ${sign}${String(Math.floor(a / 3600)).padStart(2, '0')}:${String(Math.floor((a % 3600) / 60)).padStart(2, '0')} at that instant`,
+      `"${s.slice(b, end)}" is not a DateTime: ${tz.name} is at ${sign}${String(Math.floor(a / 3600)).padStart(2, '0')}:${String(Math.floor((a % 3600) / 60)).padStart(2, '0')} at that instant`,
     );
   }
   return new HDateTime(epochMs, tz);

@@ -11,6 +11,7 @@
  */
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { HDate, HDateTime, HNumber, HRef, HTime, HUri, equals, isTagName } from './values.js';
+import { zincVal } from './zinc.js';
 
 /** `a->b->c`: a tag name, then names of tags on the entities the previous tag's Ref points to. */
 export type FilterPath = readonly [string, ...string[]];
@@ -192,52 +193,15 @@ function printPattern(pattern: string): string {
   return out;
 }
 
-function hex4(c: number): string {
-  return '\\u' + c.toString(16).padStart(4, '0');
-}
-
-/** Zinc Str literal: quotes, backslash and control characters escaped; the rest verbatim. */
-function zincStr(s: string): string {
-  let out = '"';
-  let runStart = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    let esc: string | undefined;
-    if (c === 34) esc = '\\"';
-    else if (c === 92) esc = '\\\\';
-    else if (c < 32 || c === 127) {
-      esc = c === 10 ? '\\n' : c === 13 ? '\\r' : c === 9 ? '\\t' : c === 8 ? '\\b' : c === 12 ? '\\f' : hex4(c);
-    }
-    if (esc !== undefined) {
-      out += s.slice(runStart, i) + esc;
-      runStart = i + 1;
-    }
-  }
-  return out + s.slice(runStart) + '"';
-}
-
-/** Zinc Uri literal: backtick and backslash escaped (the tokenizer keeps other `\x` verbatim). */
-function zincUri(s: string): string {
-  let out = '`';
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c === 96) out += '\\`';
-    else if (c === 92) out += '\\\\';
-    else if (c < 32 || c === 127) out += c === 10 ? '\\n' : c === 13 ? '\\r' : c === 9 ? '\\t' : hex4(c);
-    else out += s[i] as string;
-  }
-  return out + '`';
-}
-
-/** A filter literal in Zinc form. Refs print their id only: the display is not part of a match. */
+/**
+ * A filter literal in Zinc form, written by the Zinc writer so a literal prints the same in a
+ * filter as in a grid. Two exceptions are filter syntax: Bools are `true`/`false` (Zinc's `T`/`F`
+ * are not filter values), and Refs print their id only (the display is not part of a match).
+ */
 export function filterValueToString(v: FilterValue): string {
   if (typeof v === 'boolean') return v ? 'true' : 'false';
-  if (typeof v === 'string') return zincStr(v);
-  if (v instanceof HNumber) return v.toString();
   if (v instanceof HRef) return '@' + v.id;
-  if (v instanceof HUri) return zincUri(v.val);
-  // Date, Time and DateTime print their Zinc form already.
-  return v.toString();
+  return zincVal(v);
 }
 
 function pathToString(path: FilterPath): string {

@@ -10,6 +10,17 @@
  * - `sym`: punctuation; two-char symbols are `== != <= >= -> =~ << >>`.
  * - `regex`: the `/.../` following `=~`, `text` being the pattern with `\/` unescaped.
  * - `nl`: a newline (only with `newlines: true`, for Zinc); `eof`.
+ *
+ * Numbers: `_` is a digit separator only when a digit follows it (`1_000` is 1000), as in the
+ * Haystack reference tokenizer; otherwise it starts the unit, so `5_x` is 5 in unit `_x`, which
+ * is what the Zinc writer writes for that number.
+ *
+ * Two ways to read tokens. `peek()`/`next()` return a Token object, which is what the filter
+ * parser and error messages use. The Zinc reader's per-cell path instead reads the current token
+ * from the tokenizer's own fields (`peekType()`, `val`, `sym`, then `skip()`), because a
+ * 100,000-row history grid is 400,000 tokens and an object, a closure and a text slice for each
+ * was most of the time spent reading it. Either way a token is lexed only when first looked at,
+ * so a malformed token is reported only once the parser gets to it.
  */
 import { type ErrorCode, ErrorCodes, HayloftError } from '../lib/errors.js';
 import { parseDate, parseDateTime, parseTime } from './datetime.js';
@@ -34,8 +45,38 @@ export interface TokenizerOptions {
   kind?: 'zinc' | 'filter';
 }
 
-const TWO_CHAR_SYMS = new Set(['==', '!=', '<=', '>=', '->', '=~', '<<', '>>']);
-const ONE_CHAR_SYMS = ',:;()[]{}<>=!/$&|+*?^#-.';
+/** The `sym` code of a symbol's text: its char code, or first * 256 + second for two chars. */
+export function symCode(text: string): number {
+  return text.length === 2 ? text.charCodeAt(0) * 256 + text.charCodeAt(1) : text.charCodeAt(0);
+}
+
+export const SYM_COMMA = 44;
+export const SYM_CLOSE_GRID = symCode('>>');
+const SYM_MATCH = symCode('=~');
+
+/** One-char symbols by char code: `,:;()[]{}<>=!/$&|+*?^#-.` */
+const ONE_CHAR_SYM = new Uint8Array(128);
+for (const ch of ',:;()[]{}<>=!/$&|+*?^#-.') ONE_CHAR_SYM[ch.charCodeAt(0)] = 1;
+
+/** `== != <= >= -> =~ << >>` */
+function isTwoCharSym(c: number, c2: number): boolean {
+  switch (c) {
+    case 61: // =
+      return c2 === 61 || c2 === 126;
+    case 33: // !
+      return c2 === 61;
+    case 60: // <
+      return c2 === 61 || c2 === 60;
+    case 62: // >
+      return c2 === 61 || c2 === 62;
+    case 45: // -
+      return c2 === 62;
+  }
+  return false;
+}
+
+/** 10^0 .. 10^22: the powers of ten a double holds exactly. */
+const POW10 = Array.from({ length: 23 }, (_, i) => Number('1e' + i));
 
 function isDigit(c: number): boolean {
   return c >= 48 && c <= 57;
@@ -55,6 +96,21 @@ function isUnitChar(c: number): boolean {
 function isTzChar(c: number): boolean {
   return isIdChar(c) || c === 45 || c === 43;
 }
+function isHexDigit(c: number): boolean {
+  return isDigit(c) || (c >= 97 && c <= 102) || (c >= 65 && c <= 70) || c === 95;
+}
+
+/** `s[start, end)` without its `_` digit separators. */
+function withoutSeparators(s: string, start: number, end: number): string {
+  let out = '';
+  let run = start;
+  for (let i = start; i < end; i++) {
+    if (s.charCodeAt(i) !== 95) continue;
+    out += s.slice(run, i);
+    run = i + 1;
+  }
+  return out + s.slice(run, end);
+}
 
 export class Tokenizer {
   private readonly src: string;
@@ -63,8 +119,24 @@ export class Tokenizer {
   private pos = 0;
   private line = 1;
   private lineStart = 0;
-  private peeked: Token | undefined;
-  private prevSym = '';
+  /** The previous token was `=~`, so a `/` starts a regex. */
+  private afterMatch = false;
+  // The unit of the previous Number: history grids repeat one unit on every row.
+  private lastUnit = '';
+
+  // The current token. `lexed` is false once it has been consumed: the next look lexes another.
+  private lexed = false;
+  private snapshot: Token | undefined;
+  private type: TokenType = 'eof';
+  private curVal: HVal | undefined = undefined;
+  private curSym = 0;
+  /** Offsets of the current token's text in the source. */
+  private start = 0;
+  private end = 0;
+  /** 1-based position of the current token's first character. */
+  private tokLine = 1;
+  private tokCol = 1;
+  private regexText = '';
 
   constructor(src: string, opts: TokenizerOptions = {}) {
     this.src = src;
@@ -72,14 +144,50 @@ export class Tokenizer {
     this.kind = opts.kind ?? (this.newlines ? 'zinc' : 'filter');
   }
 
+  /** Type of the current token, lexing it if needed; its fields are then valid until `skip()`. */
+  peekType(): TokenType {
+    if (!this.lexed) this.lex();
+    return this.type;
+  }
+
+  /** Consumes the current token (which must have been looked at). */
+  skip(): void {
+    this.lexed = false;
+  }
+
+  /** Value of the current token when it is a `val`. */
+  get val(): HVal | undefined {
+    return this.curVal;
+  }
+
+  /** `symCode` of the current token when it is a `sym`. */
+  get sym(): number {
+    return this.curSym;
+  }
+
+  /** Source text of the current token, as in `Token.text`. */
+  private text(): string {
+    switch (this.type) {
+      case 'regex':
+        return this.regexText;
+      case 'nl':
+        return '\n';
+      case 'eof':
+        return '';
+    }
+    return this.src.slice(this.start, this.end);
+  }
+
+  /** The current token as an object (the same object until it is consumed). */
   peek(): Token {
-    if (this.peeked === undefined) this.peeked = this.read();
-    return this.peeked;
+    if (!this.lexed) this.lex();
+    this.snapshot ??= { type: this.type, text: this.text(), val: this.curVal, line: this.tokLine, col: this.tokCol };
+    return this.snapshot;
   }
 
   next(): Token {
     const t = this.peek();
-    this.peeked = undefined;
+    this.lexed = false;
     return t;
   }
 
@@ -95,94 +203,137 @@ export class Tokenizer {
     return this.kind === 'filter' ? ErrorCodes.BAD_FILTER : ErrorCodes.BAD_ZINC;
   }
 
-  private c(offset = 0): number {
-    return this.src.charCodeAt(this.pos + offset);
+  /** Completes the current token, which ends at `pos`. */
+  private setToken(type: TokenType, val: HVal | undefined): void {
+    this.lexed = true;
+    this.type = type;
+    this.curVal = val;
+    this.end = this.pos;
   }
 
-  private read(): Token {
+  private lex(): void {
     const s = this.src;
+    const n = s.length;
+    let pos = this.pos;
     // Whitespace; newlines are tokens in Zinc.
-    while (this.pos < s.length) {
-      const c = this.c();
-      if (c === 32 || c === 9 || c === 0xa0) this.pos++;
-      else if (c === 13 && this.c(1) === 10 && !this.newlines) this.pos++;
-      else if ((c === 10 || c === 13) && !this.newlines) {
-        this.pos++;
+    while (pos < n) {
+      const c = s.charCodeAt(pos);
+      if (c === 32 || c === 9 || c === 0xa0) pos++;
+      else if (this.newlines || (c !== 10 && c !== 13)) break;
+      else if (c === 13 && s.charCodeAt(pos + 1) === 10) pos++;
+      else {
+        pos++;
         this.line++;
-        this.lineStart = this.pos;
-      } else break;
+        this.lineStart = pos;
+      }
     }
-    const line = this.line;
-    const col = this.pos - this.lineStart + 1;
-    const start = this.pos;
-    const tok = (type: TokenType, val?: HVal): Token => ({ type, text: s.slice(start, this.pos), val, line, col });
+    this.pos = pos;
+    this.snapshot = undefined;
+    this.start = pos;
+    this.tokLine = this.line;
+    this.tokCol = pos - this.lineStart + 1;
 
-    if (this.pos >= s.length) return { type: 'eof', text: '', val: undefined, line, col };
-    const c = this.c();
+    if (pos >= n) {
+      this.setToken('eof', undefined);
+      return;
+    }
+    const c = s.charCodeAt(pos);
 
     if (c === 10 || c === 13) {
-      this.pos += c === 13 && this.c(1) === 10 ? 2 : 1;
+      this.pos = pos + (c === 13 && s.charCodeAt(pos + 1) === 10 ? 2 : 1);
       this.line++;
       this.lineStart = this.pos;
-      this.prevSym = '';
-      return { type: 'nl', text: '\n', val: undefined, line, col };
+      this.afterMatch = false;
+      this.setToken('nl', undefined);
+      return;
     }
 
-    if (this.prevSym === '=~' && c === 47) {
-      this.prevSym = '';
-      return this.readRegex(line, col);
+    if (this.afterMatch) {
+      this.afterMatch = false;
+      if (c === 47) {
+        this.readRegex();
+        return;
+      }
     }
-    this.prevSym = '';
 
     if (isAlpha(c) || c === 95) {
-      while (this.pos < s.length && isIdChar(this.c())) this.pos++;
-      return tok('id');
+      pos++;
+      while (pos < n && isIdChar(s.charCodeAt(pos))) pos++;
+      this.pos = pos;
+      this.setToken('id', undefined);
+      return;
     }
-    if (isDigit(c)) return this.readNumberLike(line, col);
+    if (isDigit(c)) {
+      this.readNumberLike();
+      return;
+    }
     if (c === 45) {
-      if (isDigit(this.c(1))) return this.readNumberLike(line, col);
-      if (s.startsWith('-INF', this.pos) && !isIdChar(this.c(4))) {
-        this.pos += 4;
-        return tok('val', new HNumber(-Infinity));
+      if (isDigit(s.charCodeAt(pos + 1))) {
+        this.readNumberLike();
+        return;
+      }
+      if (s.startsWith('-INF', pos) && !isIdChar(s.charCodeAt(pos + 4))) {
+        this.pos = pos + 4;
+        this.setToken('val', new HNumber(-Infinity));
+        return;
       }
     }
-    if (c === 34) return tok('val', this.readStr(line, col));
+    if (c === 34) {
+      const str = this.readStr();
+      this.setToken('val', str);
+      return;
+    }
     if (c === 64) {
-      this.pos++;
-      while (this.pos < s.length && isRefChar(this.c())) this.pos++;
-      const id = s.slice(start + 1, this.pos);
-      if (id.length === 0) throw this.error('expected a Ref id after "@"', { line, col });
+      pos++;
+      while (pos < n && isRefChar(s.charCodeAt(pos))) pos++;
+      this.pos = pos;
+      const id = s.slice(this.start + 1, pos);
+      if (id.length === 0) throw this.error('expected a Ref id after "@"', this.tokenAt());
       let dis: string | null = null;
-      if (this.c() === 32 && this.c(1) === 34) {
+      if (s.charCodeAt(pos) === 32 && s.charCodeAt(pos + 1) === 34) {
         this.pos++;
-        dis = this.readStr(line, col);
+        dis = this.readStr();
       }
-      return tok('val', new HRef(id, dis));
+      this.setToken('val', new HRef(id, dis));
+      return;
     }
-    if (c === 96) return tok('val', this.readUri(line, col));
+    if (c === 96) {
+      const uri = this.readUri();
+      this.setToken('val', uri);
+      return;
+    }
 
-    const two = s.slice(this.pos, this.pos + 2);
-    if (TWO_CHAR_SYMS.has(two)) {
-      this.pos += 2;
-      this.prevSym = two;
-      return tok('sym');
+    const c2 = s.charCodeAt(pos + 1);
+    if (isTwoCharSym(c, c2)) {
+      this.pos = pos + 2;
+      this.curSym = c * 256 + c2;
+      this.afterMatch = this.curSym === SYM_MATCH;
+      this.setToken('sym', undefined);
+      return;
     }
-    if (ONE_CHAR_SYMS.includes(s[this.pos] as string)) {
-      this.pos++;
-      return tok('sym');
+    if (c < 128 && ONE_CHAR_SYM[c] === 1) {
+      this.pos = pos + 1;
+      this.curSym = c;
+      this.setToken('sym', undefined);
+      return;
     }
-    throw this.error(`unexpected character ${JSON.stringify(s[this.pos])}`, { line, col });
+    throw this.error(`unexpected character ${JSON.stringify(s[pos])}`, this.tokenAt());
   }
 
-  private readRegex(line: number, col: number): Token {
+  /** Position of the token being lexed, for errors. */
+  private tokenAt(): { line: number; col: number } {
+    return { line: this.tokLine, col: this.tokCol };
+  }
+
+  private readRegex(): void {
     const s = this.src;
     this.pos++;
     let pattern = '';
     while (true) {
-      if (this.pos >= s.length || this.c() === 10) throw this.error('unterminated regex', { line, col });
-      const c = this.c();
+      if (this.pos >= s.length || s.charCodeAt(this.pos) === 10) throw this.error('unterminated regex', this.tokenAt());
+      const c = s.charCodeAt(this.pos);
       if (c === 47) break;
-      if (c === 92 && this.c(1) === 47) {
+      if (c === 92 && s.charCodeAt(this.pos + 1) === 47) {
         pattern += '/';
         this.pos += 2;
         continue;
@@ -196,10 +347,11 @@ export class Tokenizer {
       this.pos++;
     }
     this.pos++;
-    return { type: 'regex', text: pattern, val: undefined, line, col };
+    this.regexText = pattern;
+    this.setToken('regex', undefined);
   }
 
-  private readEscape(line: number, col: number): string {
+  private readEscape(): string {
     // At the backslash.
     const e = this.src[this.pos + 1];
     this.pos += 2;
@@ -224,44 +376,52 @@ export class Tokenizer {
         return '`';
       case 'u': {
         const hex = this.src.slice(this.pos, this.pos + 4);
-        if (!/^[0-9a-fA-F]{4}$/.test(hex)) throw this.error('bad \\u escape (expected 4 hex digits)', { line, col });
+        if (!/^[0-9a-fA-F]{4}$/.test(hex)) throw this.error('bad \\u escape (expected 4 hex digits)', this.tokenAt());
         this.pos += 4;
         return String.fromCharCode(parseInt(hex, 16));
       }
       default:
-        throw this.error(`bad escape "\\${e ?? ''}" in string`, { line, col: this.pos - 2 - this.lineStart + 1 });
+        throw this.error(`bad escape "\\${e ?? ''}" in string`, { line: this.tokLine, col: this.pos - 2 - this.lineStart + 1 });
     }
   }
 
-  private readStr(line: number, col: number): string {
+  /** A quoted Str, at its opening quote. */
+  private readStr(): string {
     const s = this.src;
-    this.pos++;
+    let pos = this.pos + 1;
     let out = '';
-    let runStart = this.pos;
+    let runStart = pos;
     while (true) {
-      if (this.pos >= s.length) throw this.error('unterminated string', { line, col });
-      const c = this.c();
+      if (pos >= s.length) {
+        this.pos = pos;
+        throw this.error('unterminated string', this.tokenAt());
+      }
+      const c = s.charCodeAt(pos);
       if (c === 34) break;
-      if (c === 10 || c === 13) throw this.error('unterminated string (newline inside)', { line, col });
+      if (c === 10 || c === 13) {
+        this.pos = pos;
+        throw this.error('unterminated string (newline inside)', this.tokenAt());
+      }
       if (c === 92) {
-        out += s.slice(runStart, this.pos) + this.readEscape(line, col);
-        runStart = this.pos;
+        this.pos = pos;
+        out += s.slice(runStart, pos) + this.readEscape();
+        pos = runStart = this.pos;
         continue;
       }
-      this.pos++;
+      pos++;
     }
-    out += s.slice(runStart, this.pos);
-    this.pos++;
+    out += s.slice(runStart, pos);
+    this.pos = pos + 1;
     return out;
   }
 
-  private readUri(line: number, col: number): HUri {
+  private readUri(): HUri {
     const s = this.src;
     this.pos++;
     let out = '';
     while (true) {
-      if (this.pos >= s.length || this.c() === 10) throw this.error('unterminated Uri', { line, col });
-      const c = this.c();
+      if (this.pos >= s.length || s.charCodeAt(this.pos) === 10) throw this.error('unterminated Uri', this.tokenAt());
+      const c = s.charCodeAt(this.pos);
       if (c === 96) break;
       if (c === 92) {
         const e = s[this.pos + 1];
@@ -271,7 +431,7 @@ export class Tokenizer {
           out += e;
           this.pos += 2;
         } else if (e !== undefined && 'bfnrtu"$'.includes(e)) {
-          out += this.readEscape(line, col);
+          out += this.readEscape();
         } else {
           out += '\\' + (e ?? '');
           this.pos += 2;
@@ -285,90 +445,159 @@ export class Tokenizer {
     return new HUri(out);
   }
 
-  /** Numbers (with unit), Dates, Times and DateTimes all start with digits. */
-  private readNumberLike(line: number, col: number): Token {
+  /**
+   * Numbers (with unit), Dates, Times and DateTimes all start with digits. The number's value is
+   * accumulated while scanning: a mantissa below 2^53 scaled by at most 10^22 is exact before one
+   * correctly rounded multiply or divide, so it equals `Number(text)` without slicing the text.
+   * Anything else (long mantissas, large exponents) goes through `Number` on the text.
+   */
+  private readNumberLike(): void {
     const s = this.src;
     const start = this.pos;
-    const neg = this.c() === 45;
-    if (neg) this.pos++;
-    const digitsStart = this.pos;
+    let pos = start;
+    const neg = s.charCodeAt(pos) === 45;
+    if (neg) pos++;
+    const digitsStart = pos;
     // Hex integer.
-    if (!neg && this.c() === 48 && this.c(1) === 120) {
-      this.pos += 2;
-      while (/[0-9a-fA-F_]/.test(s[this.pos] ?? '')) this.pos++;
-      const hex = s.slice(start + 2, this.pos).replace(/_/g, '');
-      if (hex.length === 0) throw this.error('bad hex number', { line, col });
-      return { type: 'val', text: s.slice(start, this.pos), val: new HNumber(parseInt(hex, 16)), line, col };
+    if (!neg && s.charCodeAt(pos) === 48 && s.charCodeAt(pos + 1) === 120) {
+      pos += 2;
+      while (isHexDigit(s.charCodeAt(pos))) pos++;
+      this.pos = pos;
+      const hex = withoutSeparators(s, start + 2, pos);
+      if (hex.length === 0) throw this.error('bad hex number', this.tokenAt());
+      this.setToken('val', new HNumber(parseInt(hex, 16)));
+      return;
     }
-    while (isDigit(this.c()) || this.c() === 95) this.pos++;
-    const nDigits = this.pos - digitsStart;
+    let mant = 0;
+    let separators = false;
+    let c = s.charCodeAt(pos);
+    while (true) {
+      if (isDigit(c)) mant = mant * 10 + (c - 48);
+      else if (c === 95 && isDigit(s.charCodeAt(pos + 1))) separators = true;
+      else break;
+      c = s.charCodeAt(++pos);
+    }
+    const nDigits = pos - digitsStart;
     // Date and DateTime: YYYY-MM-DD[T...]
-    if (!neg && nDigits === 4 && this.c() === 45 && isDigit(this.c(1))) {
+    if (!neg && nDigits === 4 && c === 45 && isDigit(s.charCodeAt(pos + 1))) {
       this.pos = start + 10;
-      if (this.c() === 84 && isDigit(this.c(1))) return this.readDateTime(start, line, col);
-      const text = s.slice(start, this.pos);
-      return { type: 'val', text, val: this.wrap(() => parseDate(text), line, col), line, col };
-    }
-    // Time: hh:mm[:ss[.fff]]
-    if (!neg && nDigits === 2 && this.c() === 58 && isDigit(this.c(1))) {
-      this.pos += 3;
-      if (this.c() === 58) {
-        this.pos += 3;
-        if (this.c() === 46) {
-          this.pos++;
-          while (isDigit(this.c())) this.pos++;
-        }
+      if (s.charCodeAt(this.pos) === 84 && isDigit(s.charCodeAt(this.pos + 1))) {
+        this.readDateTime(start);
+        return;
       }
       const text = s.slice(start, this.pos);
-      return { type: 'val', text, val: this.wrap(() => parseTime(text), line, col), line, col };
+      let date: HVal;
+      try {
+        date = parseDate(text);
+      } catch (e) {
+        throw this.valueError(e);
+      }
+      this.setToken('val', date);
+      return;
     }
-    if (this.c() === 46 && isDigit(this.c(1))) {
-      this.pos++;
-      while (isDigit(this.c()) || this.c() === 95) this.pos++;
+    // Time: hh:mm[:ss[.fff]]
+    if (!neg && nDigits === 2 && c === 58 && isDigit(s.charCodeAt(pos + 1))) {
+      pos += 3;
+      if (s.charCodeAt(pos) === 58) {
+        pos += 3;
+        if (s.charCodeAt(pos) === 46) {
+          pos++;
+          while (isDigit(s.charCodeAt(pos))) pos++;
+        }
+      }
+      this.pos = pos;
+      const text = s.slice(start, pos);
+      let time: HVal;
+      try {
+        time = parseTime(text);
+      } catch (e) {
+        throw this.valueError(e);
+      }
+      this.setToken('val', time);
+      return;
     }
-    if ((this.c() === 101 || this.c() === 69) && (isDigit(this.c(1)) || ((this.c(1) === 43 || this.c(1) === 45) && isDigit(this.c(2))))) {
-      this.pos += 2;
-      while (isDigit(this.c())) this.pos++;
+    let scale = 0;
+    if (c === 46 && isDigit(s.charCodeAt(pos + 1))) {
+      c = s.charCodeAt(++pos);
+      while (true) {
+        if (isDigit(c)) {
+          mant = mant * 10 + (c - 48);
+          scale--;
+        } else if (c === 95 && isDigit(s.charCodeAt(pos + 1))) separators = true;
+        else break;
+        c = s.charCodeAt(++pos);
+      }
     }
-    const numText = s.slice(start, this.pos).replace(/_/g, '');
-    const unitStart = this.pos;
-    while (this.pos < s.length && isUnitChar(this.c())) this.pos++;
-    const unit = this.pos > unitStart ? s.slice(unitStart, this.pos) : null;
-    const v = Number(numText);
-    if (numText.endsWith('.') || Number.isNaN(v)) throw this.error(`"${numText}" is not a number`, { line, col });
-    if (unit !== null && !isUnitText(unit)) throw this.error(`"${unit}" is not a valid unit`, { line, col });
-    return { type: 'val', text: s.slice(start, this.pos), val: new HNumber(v, unit), line, col };
+    if (c === 101 || c === 69) {
+      const c1 = s.charCodeAt(pos + 1);
+      const signed = c1 === 43 || c1 === 45;
+      if (isDigit(c1) || (signed && isDigit(s.charCodeAt(pos + 2)))) {
+        pos += 2;
+        let exp = signed ? 0 : c1 - 48;
+        while (isDigit((c = s.charCodeAt(pos)))) {
+          // Capped: past 10^22 the slow path decides anyway, and the cap keeps it an integer.
+          if (exp < 1000) exp = exp * 10 + (c - 48);
+          pos++;
+        }
+        scale += c1 === 45 ? -exp : exp;
+      }
+    }
+    const numEnd = pos;
+    while (pos < s.length && isUnitChar(s.charCodeAt(pos))) pos++;
+    this.pos = pos;
+    let v: number;
+    if (mant <= Number.MAX_SAFE_INTEGER && scale >= -22 && scale <= 22) {
+      v = scale < 0 ? mant / (POW10[-scale] as number) : mant * (POW10[scale] as number);
+      if (neg) v = -v;
+    } else {
+      const numText = separators ? withoutSeparators(s, start, numEnd) : s.slice(start, numEnd);
+      v = Number(numText);
+      if (numText.endsWith('.') || Number.isNaN(v)) throw this.error(`"${numText}" is not a number`, this.tokenAt());
+    }
+    let unit: string | null = null;
+    if (pos > numEnd) {
+      const last = this.lastUnit;
+      if (pos - numEnd === last.length && s.startsWith(last, numEnd)) unit = last;
+      else {
+        unit = s.slice(numEnd, pos);
+        if (!isUnitText(unit)) throw this.error(`"${unit}" is not a valid unit`, this.tokenAt());
+        this.lastUnit = unit;
+      }
+    }
+    this.setToken('val', new HNumber(v, unit));
   }
 
-  private readDateTime(start: number, line: number, col: number): Token {
+  private readDateTime(start: number): void {
     const s = this.src;
     // At the 'T': scan time, then the offset, then an optional " Zone" (zone names start with
     // an uppercase letter, which keeps `... Z and x` in a filter from reading `and` as a zone).
-    this.pos++;
-    while (isDigit(this.c()) || this.c() === 58 || this.c() === 46) this.pos++;
-    if (this.c() === 90) this.pos++;
-    else if (this.c() === 43 || this.c() === 45) {
-      this.pos++;
-      while (isDigit(this.c()) || this.c() === 58) this.pos++;
+    let pos = this.pos + 1;
+    let c = s.charCodeAt(pos);
+    while (isDigit(c) || c === 58 || c === 46) c = s.charCodeAt(++pos);
+    if (c === 90) pos++;
+    else if (c === 43 || c === 45) {
+      c = s.charCodeAt(++pos);
+      while (isDigit(c) || c === 58) c = s.charCodeAt(++pos);
     }
-    if (this.c() === 32 && this.c(1) >= 65 && this.c(1) <= 90) {
-      this.pos++;
-      while (this.pos < s.length && isTzChar(this.c())) this.pos++;
+    c = s.charCodeAt(pos + 1);
+    if (s.charCodeAt(pos) === 32 && c >= 65 && c <= 90) {
+      pos++;
+      while (pos < s.length && isTzChar(s.charCodeAt(pos))) pos++;
     }
-    const text = s.slice(start, this.pos);
-    return { type: 'val', text, val: this.wrap(() => parseDateTime(text), line, col), line, col };
+    this.pos = pos;
+    let dt: HVal;
+    try {
+      dt = parseDateTime(s, start, pos);
+    } catch (e) {
+      throw this.valueError(e);
+    }
+    this.setToken('val', dt);
   }
 
   /** Value errors inside a literal keep their message but say where the literal is. */
-  private wrap<T>(f: () => T, line: number, col: number): T {
-    try {
-      return f();
-    } catch (e) {
-      if (e instanceof HayloftError) {
-        const where = this.kind === 'filter' ? `at column ${col}` : `at line ${line}, column ${col}`;
-        throw new HayloftError(this.code(), `${this.kind}: ${e.message} ${where}`, { cause: e });
-      }
-      throw e;
-    }
+  private valueError(e: unknown): unknown {
+    if (!(e instanceof HayloftError)) return e;
+    const where = this.kind === 'filter' ? `at column ${this.tokCol}` : `at line ${this.tokLine}, column ${this.tokCol}`;
+    return new HayloftError(this.code(), `${this.kind}: ${e.message} ${where}`, { cause: e });
   }
 }

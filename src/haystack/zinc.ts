@@ -7,12 +7,15 @@
  * keep reading what they can, and nobody gets a 2.0 header on 3.0 syntax.
  *
  * Reading goes through the tokenizer shared with the filter parser, so a literal means the same in
- * a grid, a filter and a GET query parameter. Errors name line and column: HL_BAD_ZINC for text
+ * a grid, a filter and a GET query parameter (the filter printer writes its literals with the
+ * writer here, for the same reason). Rows, nearly all of a history grid's text, are read from the
+ * tokenizer's current-token fields rather than one Token object per token, which is what keeps
+ * reading near JSON's speed. Errors name line and column: HL_BAD_ZINC for text
  * that does not follow the grammar (the tokenizer also reports malformed Dates, Times and DateTimes
  * this way), HL_BAD_VALUE for well-formed values out of range (`C(95,0)`, a lowercase XStr type).
  */
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
-import { type Token, Tokenizer } from './tokenizer.js';
+import { SYM_CLOSE_GRID, SYM_COMMA, type Token, Tokenizer } from './tokenizer.js';
 import {
   HBin,
   HCoord,
@@ -31,7 +34,9 @@ import {
   MARKER,
   NA,
   REMOVE,
+  type TagRecord,
   isTagName,
+  newRecord,
 } from './values.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -241,12 +246,6 @@ export function zincVal(v: HVal): string {
 /** Deeper nesting than this is refused rather than risking a stack overflow on hostile input. */
 const MAX_DEPTH = 64;
 
-type TagRecord = Record<string, HVal>;
-
-function newRecord(): TagRecord {
-  return Object.create(null) as TagRecord;
-}
-
 function describe(t: Token): string {
   if (t.type === 'eof') return 'end of input';
   if (t.type === 'nl') return 'end of line';
@@ -318,20 +317,23 @@ class ZincReader {
       throw this.err(`expected column names, found ${describe(first)}`, first);
     }
     const cols = this.cols();
+    const names = cols.map((c) => c.name);
 
+    // Rows are read from the tokenizer's current-token fields, without a Token object per token.
+    const tk = this.tk;
     const rows: HDict[] = [];
     while (true) {
-      const t = this.tk.peek();
-      if (t.type === 'nl') {
-        this.tk.next();
+      const type = tk.peekType();
+      if (type === 'nl') {
+        tk.skip();
         continue;
       }
-      if (t.type === 'eof') {
-        if (nested) throw this.err('nested grid ends before its ">>"', t);
+      if (type === 'eof') {
+        if (nested) throw this.err('nested grid ends before its ">>"', tk.peek());
         break;
       }
-      if (nested && this.isSym(t, '>>')) break;
-      rows.push(this.row(cols, nested));
+      if (nested && type === 'sym' && tk.sym === SYM_CLOSE_GRID) break;
+      rows.push(this.row(names, nested));
     }
     return new HGrid(meta, cols, rows);
   }
@@ -360,27 +362,36 @@ class ZincReader {
     }
   }
 
-  private row(cols: readonly HCol[], nested: boolean): HDict {
+  private row(names: readonly string[], nested: boolean): HDict {
+    const tk = this.tk;
     const rec = newRecord();
-    const n = cols.length;
+    const n = names.length;
     for (let i = 0; i < n; i++) {
-      let t = this.tk.peek();
+      let type = tk.peekType();
       if (i > 0) {
-        if (!this.isSym(t, ',')) {
+        if (type !== 'sym' || tk.sym !== SYM_COMMA) {
+          const t = tk.peek();
           if (t.type === 'nl' || t.type === 'eof' || this.isSym(t, '>>')) throw this.err(`row has ${i} cell${i === 1 ? '' : 's'} but the grid has ${n} columns`, t);
           throw this.err(`expected "," or end of line after a cell, found ${describe(t)}`, t);
         }
-        this.tk.next();
-        t = this.tk.peek();
+        tk.skip();
+        type = tk.peekType();
       }
-      if (this.isSym(t, ',') || t.type === 'nl' || t.type === 'eof' || (nested && this.isSym(t, '>>'))) continue;
-      const v = this.val();
-      if (v !== null) rec[(cols[i] as HCol).name] = v;
+      if (type === 'nl' || type === 'eof') continue;
+      if (type === 'sym' && (tk.sym === SYM_COMMA || (nested && tk.sym === SYM_CLOSE_GRID))) continue;
+      let v: HVal;
+      if (type === 'val') {
+        v = tk.val as HVal;
+        tk.skip();
+      } else v = this.val();
+      if (v !== null) rec[names[i] as string] = v;
     }
-    const end = this.tk.peek();
-    if (this.isSym(end, ',')) throw this.err(`row has more cells than the grid's ${n} columns`, end);
-    if (end.type === 'nl') this.tk.next();
-    else if (end.type !== 'eof' && !(nested && this.isSym(end, '>>'))) throw this.err(`expected end of line after the last cell, found ${describe(end)}`, end);
+    const type = tk.peekType();
+    if (type === 'nl') tk.skip();
+    else if (type === 'sym' && tk.sym === SYM_COMMA) throw this.err(`row has more cells than the grid's ${n} columns`, tk.peek());
+    else if (type !== 'eof' && !(nested && type === 'sym' && tk.sym === SYM_CLOSE_GRID)) {
+      throw this.err(`expected end of line after the last cell, found ${describe(tk.peek())}`, tk.peek());
+    }
     return HDict.adopt(rec);
   }
 
@@ -413,10 +424,14 @@ class ZincReader {
 
   /** One value. */
   val(): HVal {
-    const t = this.tk.next();
+    const tk = this.tk;
+    if (tk.peekType() === 'val') {
+      const v = tk.val as HVal;
+      tk.skip();
+      return v;
+    }
+    const t = tk.next();
     switch (t.type) {
-      case 'val':
-        return t.val as HVal;
       case 'id':
         return this.keyword(t);
       case 'sym':

@@ -6,6 +6,7 @@ import {
   HBin,
   HCoord,
   HDate,
+  type HDateTime,
   HDict,
   HGrid,
   HNumber,
@@ -46,6 +47,9 @@ const canonical: [string, HVal, string][] = [
   ['unit with / and %', n(3, 'm/s'), '3m/s'],
   ['percent unit', n(45, '%'), '45%'],
   ['dollar unit', n(12, '$'), '12$'],
+  // `_` between digits is a separator, so a unit may start with `_` only because a digit never follows.
+  ['unit starting with _', n(5, '_x'), '5_x'],
+  ['fraction, unit starting with _', n(-1.5, '_a_b'), '-1.5_a_b'],
   ['large exponent', n(1e21), '1e+21'],
   ['small exponent with unit', n(1.5e-7, 'm'), '1.5e-7m'],
   ['INF', n(Infinity), 'INF'],
@@ -140,6 +144,10 @@ const accepted: [string, string, string][] = [
   ['dict explicit marker', '{a:M}', '{a}'],
   ['negative number with unit', '-0.5kW', '-0.5kW'],
   ['exponent with capital E', '2E3', '2000'],
+  ['digit separators', '1_000_000', '1000000'],
+  ['digit separators in the fraction, then a unit', '1_0.2_5kW', '10.25kW'],
+  ['a separator needs a digit after it, else it starts the unit', '5__x', '5__x'],
+  ['hex integer with separators', '0xff_ff', '65535'],
   ['leading and trailing blanks', '  \n @abc  \n', '@abc'],
   ['byte-order mark', '\ufeff"x"', '"x"'],
   ['Coord with spaces', 'C( 1.5 , -2 )', 'C(1.5,-2)'],
@@ -165,6 +173,32 @@ void t.test('zincStr escapes only what it must', (t) => {
   t.equal(zincStr('"'), '"\\""');
   t.equal(zincStr('a\u007fb'), '"a\u007fb"');
   t.equal(zincStr('end\\'), '"end\\\\"');
+  t.end();
+});
+
+void t.test('numbers read as JavaScript reads their text (the digits are not sliced out)', (t) => {
+  const texts = [
+    '0', '-0', '-0.0', '7', '0.1', '0.3', '-2.675', '123456789012345', '9007199254740993', '123456789012345678901',
+    '3.14159265358979323846', '1.7976931348623157e308', '1e308', '1e309', '5e-324', '1e-400', '2.2250738585072014E-308',
+    '1e22', '1e23', '1.5e-7', '4.35e+2', '0.000001', '1_234.567_8',
+  ];
+  for (const text of texts) {
+    const v = readZincVal(text);
+    t.ok(v instanceof HNumber && Object.is(v.val, Number(text.replaceAll('_', ''))), text);
+  }
+  t.end();
+});
+
+void t.test('DateTimes inside rows: zone names that prefix one another, offsets checked per row', (t) => {
+  const text = 'ver:"2.0"\nts,v\n2024-01-01T00:00:00-01:00 GMT+1,1\n2024-01-01T00:00:00-10:00 GMT+10,2\n2024-01-01T00:00:00-01:00 GMT+1,3\n2024-01-01T00:00:00Z,4\n';
+  const g = readZinc(text);
+  t.same(
+    g.rows.map((r) => (r.get('ts') as HDateTime).tz.name),
+    ['GMT+1', 'GMT+10', 'GMT+1', 'UTC'],
+  );
+  t.equal(writeZinc(g), text.replace('00Z,4', '00Z UTC,4'));
+  const [, message] = outcome(() => readZinc('ver:"3.0"\nts,v\n2024-03-10T03:00:00-05:00 New_York,1\n'));
+  t.match(message, /^zinc: "2024-03-10T03:00:00-05:00 New_York" is not a DateTime: New_York is at -04:00 at that instant at line 3, column 1$/);
   t.end();
 });
 
