@@ -14,10 +14,20 @@ import { Model } from './model/model.js';
 import { Store } from './store/db.js';
 import { RecordStore } from './store/records.js';
 
-/** The package version, read once from package.json (one level above src/ and dist/). */
+let version: string | undefined;
+
+/** The package version, from the nearest package.json above this file (src/, dist/ or a bench build). */
 export function productVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: string };
-  return pkg.version ?? '0.0.0';
+  if (version !== undefined) return version;
+  for (let dir = new URL('.', import.meta.url); ; dir = new URL('..', dir)) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL('package.json', dir), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'hayloft') return (version = pkg.version ?? '0.0.0');
+    } catch {
+      // not here: look one folder up
+    }
+    if (dir.pathname === '/') return (version = '0.0.0');
+  }
 }
 
 /** First-run credentials from the environment (HAYLOFT_ADMIN_USER, ...); ignored on later starts. */

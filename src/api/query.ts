@@ -9,6 +9,7 @@
 import { HDict, HGrid, type HVal, isTagName } from '../haystack/values.js';
 import { readZincVal } from '../haystack/zinc.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import { parse } from 'node:querystring';
 
 function valueOf(text: string): HVal {
   try {
@@ -18,22 +19,32 @@ function valueOf(text: string): HVal {
   }
 }
 
+/** Query parameters as node:querystring parses them (what polka gives as `req.query`). */
+export type ParsedQuery = Readonly<Record<string, string | readonly string[] | undefined>>;
+
 /** `search` is the query string with or without its leading `?`. */
 export function queryGrid(search: string): HGrid {
   const q = search.startsWith('?') ? search.slice(1) : search;
-  // URLSearchParams decodes form-style (`+` is a space) and leaves a malformed `%` escape as
-  // the literal text instead of throwing.
-  const params = new URLSearchParams(q);
+  // querystring decodes form-style (`+` is a space) and leaves a malformed `%` escape as the
+  // literal text instead of throwing.
+  return queryGridOf(parse(q));
+}
+
+/** The request grid from an already parsed query (polka parses every request's query once). */
+export function queryGridOf(params: ParsedQuery): HGrid {
   const cells: Record<string, HVal> = {};
   const names: string[] = [];
-  for (const [name, text] of params) {
+  for (const name of Object.keys(params)) {
+    const raw = params[name];
+    if (raw === undefined) continue;
     if (!isTagName(name)) {
       throw new HayloftError(
         ErrorCodes.BAD_REQUEST,
         `query parameter "${name.length > 60 ? name.slice(0, 60) + '...' : name}" is not a valid column name (a lower-case letter, then letters, digits or _)`,
       );
     }
-    if (names.includes(name)) throw new HayloftError(ErrorCodes.BAD_REQUEST, `query parameter "${name}" is given more than once`);
+    if (typeof raw !== 'string') throw new HayloftError(ErrorCodes.BAD_REQUEST, `query parameter "${name}" is given more than once`);
+    const text = raw;
     names.push(name);
     cells[name] = valueOf(text);
   }

@@ -67,6 +67,9 @@ interface CachedToken {
   userId: string;
   sid: string;
   exp: number;
+  /** The principal built for this token, valid while `gen` is the service's generation. */
+  principal?: Principal;
+  gen?: number;
 }
 
 export interface AuthOptions {
@@ -129,6 +132,8 @@ export class AuthService {
   private readonly grantsCache = new Map<string, Grants>();
   private readonly lockout: Lockout;
   private usernames: Map<string, string> | undefined;
+  /** Bumped on every model change: cached principals (user record, grants) go stale with it. */
+  private gen = 0;
   private unsubscribe: (() => void) | undefined;
 
   private constructor(opts: AuthOptions, key: Uint8Array) {
@@ -145,18 +150,43 @@ export class AuthService {
     const a = new AuthService(opts, loadSigningKey(opts.dataDir, opts.log));
     const now = opts.clock.now();
     const expired: string[] = [];
+    const isUser = (id: string): boolean => opts.model.stored(id)?.has('user') === true;
     for await (const [k, v] of opts.store.auth.iterator({ gte: 'sess:', lt: 'sess;' })) {
       const s = JSON.parse(v) as Session;
-      if (s.refreshExpires <= now && s.created + ACCESS_TTL_MS <= now) expired.push(k);
+      // Sessions of users deleted while the auth sublevel could not follow (a crash) go too.
+      if ((s.refreshExpires <= now && s.created + ACCESS_TTL_MS <= now) || !isUser(s.userId)) expired.push(k);
       else a.addSession(s);
     }
+    for await (const k of opts.store.auth.keys({ gte: 'pw:', lt: 'pw;' })) if (!isUser(k.slice(3))) expired.push(k);
     if (expired.length > 0) await opts.store.auth.batch(expired.map((key) => ({ type: 'del' as const, key })));
     // Users, roles and policies are entities: any model change may change who may do what.
-    a.unsubscribe = opts.model.onChange(() => {
+    a.unsubscribe = opts.model.onChange((change) => {
+      a.gen++;
       a.grantsCache.clear();
       a.usernames = undefined;
+      const gone = change.deleted.filter((r) => r.has('user')).map((r) => (r.get('id') as HRef).id);
+      if (gone.length > 0) a.forgetUsers(gone);
     });
     return a;
+  }
+
+  /**
+   * A user record was deleted (deleteRec, or removeUser): its sessions end at once and its
+   * password hash goes, so nothing of it comes back if a record is created again with its id.
+   */
+  private forgetUsers(ids: readonly string[]): void {
+    const keys: string[] = [];
+    for (const id of ids) {
+      keys.push(`pw:${id}`);
+      for (const s of [...this.sessions.values()]) {
+        if (s.userId !== id) continue;
+        this.dropSession(s);
+        keys.push(`sess:${s.sid}`);
+      }
+    }
+    this.store.auth
+      .batch(keys.map((key) => ({ type: 'del' as const, key })))
+      .catch((err: unknown) => this.log.error({ err }, 'cannot remove the sessions and password of a deleted user'));
   }
 
   stop(): void {
@@ -356,6 +386,8 @@ export class AuthService {
       await this.revokeSession(s.sid);
       throw new HayloftError(ErrorCodes.INVALID_GRANT, 'the user no longer exists');
     }
+    // A success from this address, as a successful login is: its failures were not consecutive.
+    this.lockout.success(keys);
     const refresh = randomSecret(32);
     const next: Session = { ...s, prevRefreshHash: s.refreshHash, refreshHash: sha256(refresh), refreshExpires: this.clock.now() + REFRESH_TTL_MS };
     await this.store.auth.put(`sess:${s.sid}`, JSON.stringify(next));
@@ -464,8 +496,11 @@ export class AuthService {
   async authenticate(token: string): Promise<Principal> {
     const t = await this.verify(token);
     if (!this.sessions.has(t.sid)) throw unauthorized('the access token was revoked; log in again');
+    if (t.principal !== undefined && t.gen === this.gen) return t.principal;
     const p = this.principal(t.userId, t.sid);
     if (p === undefined) throw unauthorized('the user of this access token no longer exists');
+    t.principal = p;
+    t.gen = this.gen;
     return p;
   }
 

@@ -330,32 +330,58 @@ export function writeJsonVal(v: HVal): string {
   return JSON.stringify(scalarJsonText(v));
 }
 
-function writeJsonDict(d: HDict, first = ''): string {
-  let out = '{' + first;
-  let sep = first === '' ? '' : ',';
+/** `"k":v,...` of a dict's tags, without braces. */
+function writeJsonEntries(d: HDict): string {
+  let out = '';
+  let sep = '';
   for (const [k, v] of d) {
     out += sep + JSON.stringify(k) + ':' + writeJsonVal(v);
     sep = ',';
   }
-  return out + '}';
+  return out;
 }
+
+function writeJsonDict(d: HDict, first = ''): string {
+  const rest = writeJsonEntries(d);
+  return '{' + first + (first !== '' && rest !== '' ? ',' : '') + rest + '}';
+}
+
+/** JSON text of rows already written (see writeJsonGrid). */
+const rowText = new WeakMap<HDict, string>();
 
 /** JSON text of a grid; meta always carries `ver: "2.0"` first. */
 export function writeJsonGrid(g: HGrid): string {
-  let out = '{"meta":' + writeJsonDict(g.meta.has('ver') ? g.meta.without('ver') : g.meta, '"ver":"2.0"') + ',"cols":[';
+  let out = '{"meta":' + (g.meta.isEmpty() ? '{"ver":"2.0"}' : writeJsonDict(g.meta.has('ver') ? g.meta.without('ver') : g.meta, '"ver":"2.0"')) + ',"cols":[';
   const cols = g.cols;
   const names = new Array<string>(cols.length);
   const keys = new Array<string>(cols.length);
   for (let i = 0; i < cols.length; i++) {
     const c = cols[i] as HCol;
+    const q = JSON.stringify(c.name);
     names[i] = c.name;
-    keys[i] = JSON.stringify(c.name) + ':';
-    out += (i === 0 ? '' : ',') + writeJsonDict(c.meta.has('name') ? c.meta.without('name') : c.meta, '"name":' + JSON.stringify(c.name));
+    keys[i] = q + ':';
+    const m = c.meta;
+    const rest = m.isEmpty() ? '' : writeJsonEntries(m.has('name') ? m.without('name') : m);
+    out += (i === 0 ? '{"name":' : ',{"name":') + q + (rest === '' ? '}' : ',' + rest + '}');
   }
   // One string per row, joined once: appending to a single string builds a rope whose pieces all
   // stay alive until it is flattened, and the garbage collector pays for every one of them.
   const rows = g.rows;
   const parts = new Array<string>(rows.length);
+  if (g.rowsWithinCols) {
+    // A row object's key order does not matter in JSON, so a row can be written from itself and
+    // its text reused for as long as the (immutable) row lives: records read again and again.
+    for (let r = 0; r < rows.length; r++) {
+      const row = rows[r] as HDict;
+      let text = rowText.get(row);
+      if (text === undefined) {
+        text = writeJsonDict(row);
+        rowText.set(row, text);
+      }
+      parts[r] = text;
+    }
+    return out + '],"rows":[' + parts.join(',') + ']}';
+  }
   for (let r = 0; r < rows.length; r++) {
     const row = rows[r] as HDict;
     let line = '{';

@@ -450,10 +450,17 @@ export class HGrid {
   readonly rows: readonly HDict[];
   private colIndex: Map<string, number> | undefined;
 
-  constructor(meta: HDict, cols: readonly HCol[], rows: readonly HDict[]) {
+  /**
+   * True when every tag of every row is a column (grids built by `fromRows`): an encoder may then
+   * write a row from the row alone, and reuse that text for the same immutable row.
+   */
+  readonly rowsWithinCols: boolean;
+
+  constructor(meta: HDict, cols: readonly HCol[], rows: readonly HDict[], rowsWithinCols = false) {
     this.meta = meta;
     this.cols = cols;
     this.rows = rows;
+    this.rowsWithinCols = rowsWithinCols;
   }
 
   /** Builds a grid whose columns are the union of the rows' tags, in first-seen order. */
@@ -461,7 +468,7 @@ export class HGrid {
     const seen = new Set<string>(firstCols);
     const order = [...firstCols];
     for (const r of rows) {
-      for (const [k] of r) {
+      for (const k of r.names()) {
         if (!seen.has(k)) {
           seen.add(k);
           order.push(k);
@@ -473,6 +480,7 @@ export class HGrid {
       meta,
       order.map((name) => ({ name, meta: HDict.EMPTY })),
       rows,
+      true,
     );
   }
 

@@ -249,6 +249,10 @@ export class Model {
     return typeof n === 'string' ? n : null;
   }
 
+  /**
+   * The record as returned, cached until it changes (a commit, or its transient tags), so reads
+   * return the same immutable dict and encoders can reuse its text.
+   */
   private view(id: string): HDict | undefined {
     let v = this.views.get(id);
     if (v === undefined) {
@@ -256,11 +260,12 @@ export class Model {
       if (rec === undefined) return undefined;
       const out = newRecord();
       for (const [tag, val] of rec) out[tag] = this.withDisplay(val);
+      const t = this.transient.get(id);
+      if (t !== undefined) Object.assign(out, t);
       v = HDict.adopt(out);
       this.views.set(id, v);
     }
-    const t = this.transient.get(id);
-    return t === undefined ? v : v.with(t);
+    return v;
   }
 
   private withDisplay(v: HVal): HVal {
@@ -304,7 +309,9 @@ export class Model {
     }
     for (const { path, id } of hints.refEq) {
       if (path.includes('->')) continue;
-      const s = this.referrers.get(id);
+      // `id == @x` matches x itself, which the referrers index (Refs to x held by other
+      // records) never contains: its one candidate is x.
+      const s = path === 'id' ? (this.byId.has(id) ? new Set([id]) : undefined) : this.referrers.get(id);
       if (s === undefined) return [];
       if (s.size < best) {
         best = s.size;
@@ -333,6 +340,7 @@ export class Model {
     }
     if (Object.keys(cur).length === 0) this.transient.delete(id);
     else this.transient.set(id, cur);
+    this.views.delete(id);
   }
 
   onChange(listener: ModelListener): () => void {
@@ -456,9 +464,15 @@ export class Model {
     return this.serialise(async () => {
       const tx = new Tx(this);
       const deleted: HDict[] = [];
-      for (const text of ids) {
+      // Resolve every id or name before deleting any: once a record is deleted in the
+      // transaction, its id and the names of its descendants no longer resolve, which would
+      // refuse a request naming a parent before its children, or one record twice.
+      const resolved = ids.map((text) => {
         const id = tx.resolveId(text);
         if (id === undefined) throw new HayloftError(ErrorCodes.NOT_FOUND, `no record @${text}`);
+        return id;
+      });
+      for (const id of resolved) {
         if (tx.dels.has(id)) continue;
         const rec = this.view(id) as HDict;
         guard.delete?.(rec);
