@@ -7,7 +7,7 @@
  */
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { HDate, HDateTime, HTime, daysInMonth } from './values.js';
-import { type TimeZone, UTC, findTimeZone } from './tz.js';
+import { type TimeZone, UTC, daysFromCivil, findTimeZone } from './tz.js';
 
 function bad(text: string, why: string): HayloftError {
   return new HayloftError(ErrorCodes.BAD_VALUE, `"${text}" is not a DateTime: ${why}`);
@@ -146,7 +146,7 @@ export function parseDateTime(s: string, start = 0, end = s.length): HDateTime {
       tz = lastZone = found;
     }
   }
-  const epochMs = Date.UTC(date.year, date.month - 1, date.day) + time.ms - offset * 1000;
+  const epochMs = daysFromCivil(date.year, date.month, date.day) * 86_400_000 + time.ms - offset * 1000;
   const actual = tz.offsetAt(epochMs);
   if (actual !== offset) {
     const sign = actual < 0 ? '-' : '+';
@@ -161,7 +161,7 @@ export function parseDateTime(s: string, start = 0, end = s.length): HDateTime {
 
 /** Midnight at the start of a local date in a zone (the first instant of that day). */
 export function startOfDay(date: HDate, tz: TimeZone): number {
-  return tz.localToEpoch(Date.UTC(date.year, date.month - 1, date.day));
+  return tz.localToEpoch(daysFromCivil(date.year, date.month, date.day) * 86_400_000);
 }
 
 /** A DateTime from local fields in a zone; the earlier instant in a repeated hour unless `later`. */
@@ -176,6 +176,6 @@ export function dateTimeOf(
   ms = 0,
   later = false,
 ): HDateTime {
-  const local = Date.UTC(year, month - 1, day, hour, min, sec, ms);
+  const local = daysFromCivil(year, month, day) * 86_400_000 + ((hour * 60 + min) * 60 + sec) * 1000 + ms;
   return new HDateTime(tz.localToEpoch(local, later), tz);
 }

@@ -34,6 +34,17 @@ export function civilFromDays(days: number): [number, number, number] {
   return [yoe + era * 400 + (m <= 2 ? 1 : 0), m, d];
 }
 
+/** Days since 1970-01-01 of a proleptic Gregorian date (the inverse of civilFromDays). Unlike
+ * Date.UTC it reads years 0-99 as themselves, not as 1900-1999. */
+export function daysFromCivil(y: number, m: number, d: number): number {
+  const yy = m <= 2 ? y - 1 : y;
+  const era = Math.floor(yy / 400);
+  const yoe = yy - era * 400;
+  const doy = Math.floor((153 * (m + (m > 2 ? -3 : 9)) + 2) / 5) + d - 1;
+  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
+  return era * 146097 + doe - 719468;
+}
+
 function formatOffset(sec: number, utcZ: boolean, rel: boolean): string {
   if (sec === 0) return utcZ ? 'Z' : rel ? '-00:00' : '+00:00';
   const sign = sec < 0 ? '-' : '+';

@@ -9,7 +9,7 @@
  *   Precision is the millisecond: finer fractions are accepted on input and truncated.
  */
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
-import type { TimeZone } from './tz.js';
+import { type TimeZone, civilFromDays, daysFromCivil } from './tz.js';
 
 export type Kind =
   | 'Null'
@@ -189,11 +189,11 @@ export class HDate {
   }
   /** Days since 1970-01-01 (proleptic Gregorian). */
   toEpochDay(): number {
-    return Date.UTC(this.year, this.month - 1, this.day) / 86_400_000;
+    return daysFromCivil(this.year, this.month, this.day);
   }
   static fromEpochDay(d: number): HDate {
-    const dt = new Date(d * 86_400_000);
-    return new HDate(dt.getUTCFullYear(), dt.getUTCMonth() + 1, dt.getUTCDate());
+    const [y, m, day] = civilFromDays(d);
+    return new HDate(y, m, day);
   }
   plusDays(n: number): HDate {
     return HDate.fromEpochDay(this.toEpochDay() + n);

@@ -115,7 +115,9 @@ function zincUri(s: string): string {
 function zincNumber(v: HNumber): string {
   const x = v.val;
   if (v.unit === null || !Number.isFinite(x)) return v.numText();
-  return String(x) + v.unit;
+  const text = String(x);
+  // `0x...` would read back as a hex number: write zero as 0.0 before a unit starting with x.
+  return (text === '0' && v.unit.startsWith('x') ? '0.0' : text) + v.unit;
 }
 
 function cannotEncode(message: string): HayloftError {

@@ -1,8 +1,7 @@
 import t from 'tap';
 import { dateTimeOf, parseDate, parseDateTime, parseTime, startOfDay } from '../../src/haystack/datetime.js';
 import { REL, UTC, findTimeZone, haystackNameOf, timeZone, timeZoneFromIana, timeZoneNames } from '../../src/haystack/tz.js';
-import type { HDate} from '../../src/haystack/values.js';
-import { compare } from '../../src/haystack/values.js';
+import { HDate, compare } from '../../src/haystack/values.js';
 
 const H = 3_600_000;
 
@@ -156,4 +155,15 @@ t.test('Date and Time text', async (t) => {
   t.equal(parseTime('09:30:05.5').toString(), '09:30:05.500');
   for (const s of ['2023-02-29', '2024-1-01', '20240101', '2024-01-01x']) t.throws(() => parseDate(s), { code: 'HL_BAD_VALUE' }, s);
   for (const s of ['9:30', '24:00', '09:30:', '09:30:5', '09:30:05.', 'x']) t.throws(() => parseTime(s), { code: 'HL_BAD_VALUE' }, s);
+});
+
+t.test('early years are not read as 19xx', async (t) => {
+  t.equal(parseDateTime('0050-06-01T00:00:00Z UTC').toString(), '0050-06-01T00:00:00Z UTC');
+  t.equal(parseDate('0099-12-31').plusDays(1).toString(), '0100-01-01');
+  t.equal(parseDate('0004-02-29').toEpochDay() - parseDate('0004-02-28').toEpochDay(), 1);
+  for (const s of ['1970-01-01', '2000-02-29', '2024-12-31', '1600-03-01', '0001-01-01']) {
+    t.equal(HDate.fromEpochDay(parseDate(s).toEpochDay()).toString(), s, `${s} round-trips through epoch days`);
+  }
+  t.equal(parseDate('1970-01-01').toEpochDay(), 0);
+  t.equal(parseDate('2024-03-10').toEpochDay(), Date.UTC(2024, 2, 10) / 86_400_000);
 });

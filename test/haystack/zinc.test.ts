@@ -398,3 +398,9 @@ void t.test('grids survive Zinc -> JSON -> Zinc', (t) => {
   for (const [name, , z] of grids) t.equal(writeZinc(readJsonGrid(writeJsonGrid(readZinc(z)))), z, name);
   t.end();
 });
+
+t.test('zero before a unit starting with x is not read as hex', async (t) => {
+  for (const n of [new HNumber(0, 'xyz'), new HNumber(0, 'x'), new HNumber(5, 'xyz'), new HNumber(0, 'kW')]) {
+    t.ok(equals(readZincVal(zincVal(n)), n), `${zincVal(n)} reads back`);
+  }
+});
