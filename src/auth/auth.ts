@@ -159,34 +159,32 @@ export class AuthService {
     }
     for await (const k of opts.store.auth.keys({ gte: 'pw:', lt: 'pw;' })) if (!isUser(k.slice(3))) expired.push(k);
     if (expired.length > 0) await opts.store.auth.batch(expired.map((key) => ({ type: 'del' as const, key })));
+    // A deleted user's password hash and sessions are deleted in the same batch as the record,
+    // so nothing of it can come back if a record is created again with its id.
+    const unhook = opts.model.addCommitHook((change, ops) => {
+      for (const r of change.deleted) {
+        if (!r.has('user')) continue;
+        const id = (r.get('id') as HRef).id;
+        ops.del(opts.store.auth, `pw:${id}`);
+        for (const s of a.sessions.values()) if (s.userId === id) ops.del(opts.store.auth, `sess:${s.sid}`);
+      }
+    });
     // Users, roles and policies are entities: any model change may change who may do what.
-    a.unsubscribe = opts.model.onChange((change) => {
+    const unlisten = opts.model.onChange((change) => {
       a.gen++;
       a.grantsCache.clear();
       a.usernames = undefined;
-      const gone = change.deleted.filter((r) => r.has('user')).map((r) => (r.get('id') as HRef).id);
-      if (gone.length > 0) a.forgetUsers(gone);
-    });
-    return a;
-  }
-
-  /**
-   * A user record was deleted (deleteRec, or removeUser): its sessions end at once and its
-   * password hash goes, so nothing of it comes back if a record is created again with its id.
-   */
-  private forgetUsers(ids: readonly string[]): void {
-    const keys: string[] = [];
-    for (const id of ids) {
-      keys.push(`pw:${id}`);
-      for (const s of [...this.sessions.values()]) {
-        if (s.userId !== id) continue;
-        this.dropSession(s);
-        keys.push(`sess:${s.sid}`);
+      for (const r of change.deleted) {
+        if (!r.has('user')) continue;
+        const id = (r.get('id') as HRef).id;
+        for (const s of [...a.sessions.values()]) if (s.userId === id) a.dropSession(s);
       }
-    }
-    this.store.auth
-      .batch(keys.map((key) => ({ type: 'del' as const, key })))
-      .catch((err: unknown) => this.log.error({ err }, 'cannot remove the sessions and password of a deleted user'));
+    });
+    a.unsubscribe = () => {
+      unhook();
+      unlisten();
+    };
+    return a;
   }
 
   stop(): void {
@@ -243,9 +241,8 @@ export class AuthService {
   async removeUser(username: string): Promise<void> {
     const id = this.userIdByName(username);
     if (id === undefined) throw new HayloftError(ErrorCodes.NOT_FOUND, `no user "${username}"`);
+    // The commit hook deletes its password and sessions in the same batch.
     await this.model.delete([id]);
-    await this.store.auth.del(`pw:${id}`);
-    await this.revokeUser(id, null);
   }
 
   listUsers(): { id: string; username: string; role: string | null }[] {

@@ -20,7 +20,7 @@ import { HDateTime, HDict, HRef, type HVal, MARKER, REMOVE, isRefId, newRecord }
 import { UTC } from '../haystack/tz.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
-import type { RecordStore } from '../store/records.js';
+import type { BatchOps, RecordStore } from '../store/records.js';
 
 /** The markers that say what an entity is; each entity has exactly one. */
 export const PRIMARY_MARKERS: readonly string[] = [
@@ -49,6 +49,12 @@ const PARENT_TAGS: readonly [string, string][] = [
   ['siteRef', 'site'],
 ];
 
+/**
+ * Tags never stored: a `password` tag would be kept and returned in clear. Passwords are set with
+ * updatePassword or `hayloft user passwd` and kept hashed outside the records.
+ */
+const FORBIDDEN_TAGS: ReadonlySet<string> = new Set(['password', 'newPassword', 'passwordHash']);
+
 /** Names become parts of fully qualified names, which are Ref ids: Ref chars without `.`. */
 const NAME = /^[A-Za-z0-9_:\-~]+$/;
 
@@ -62,6 +68,15 @@ export interface ModelChange {
 }
 
 export type ModelListener = (change: ModelChange) => void;
+
+/**
+ * Called while a commit's batch is built, with the records it writes and deletes: a hook adds
+ * its own writes to the same batch, so they land atomically with the records (or not at all).
+ */
+export type CommitHook = (change: { puts: readonly HDict[]; deleted: readonly HDict[] }, ops: BatchOps) => void;
+
+/** Told the id of a record whose transient tags (curVal, curStatus, curErr) were just set. */
+export type TransientListener = (id: string) => void;
 
 /**
  * Checks a caller's right to each change, run inside the transaction on the validated records
@@ -182,6 +197,8 @@ export class Model {
   private readonly views = new Map<string, HDict>();
   private readonly filters = new Map<string, { node: FilterNode; run: ReturnType<typeof compileFilter> }>();
   private readonly listeners: ModelListener[] = [];
+  private readonly commitHooks: CommitHook[] = [];
+  private readonly transientListeners: TransientListener[] = [];
   private lock: Promise<unknown> = Promise.resolve();
 
   private constructor(opts: ModelOptions) {
@@ -341,6 +358,22 @@ export class Model {
     if (Object.keys(cur).length === 0) this.transient.delete(id);
     else this.transient.set(id, cur);
     this.views.delete(id);
+    // The poll hot path (a driver sets thousands of points a second): listeners get the id only
+    // and must be cheap (the watch manager adds it to a Set per watch); they read values later.
+    for (let i = 0; i < this.transientListeners.length; i++) (this.transientListeners[i] as TransientListener)(id);
+  }
+
+  /**
+   * Calls `listener(id)` after every setTransient of an existing record (drivers, updateRec and
+   * createRec setting curVal/curStatus/curErr, hisWrite of a newer sample). Returns the
+   * unsubscribe function.
+   */
+  onTransient(listener: TransientListener): () => void {
+    this.transientListeners.push(listener);
+    return () => {
+      const i = this.transientListeners.indexOf(listener);
+      if (i >= 0) this.transientListeners.splice(i, 1);
+    };
   }
 
   onChange(listener: ModelListener): () => void {
@@ -514,6 +547,11 @@ export class Model {
           : `a record has exactly one primary marker; got ${primaries.join(', ')}`,
       );
     }
+    for (const tag of rec.names()) {
+      if (FORBIDDEN_TAGS.has(tag)) {
+        throw invalid(`"${tag}" cannot be a tag: passwords are never stored in records (set them with updatePassword or hayloft user passwd)`);
+      }
+    }
     const primary = primaries[0] as string;
     if (rec.get(primary) !== MARKER) throw invalid(`"${primary}" must be a Marker`);
     // Refs may name their target by fully qualified name: store the id.
@@ -570,10 +608,23 @@ export class Model {
     return v;
   }
 
+  /** Adds writes of another part to every commit's batch (see CommitHook). */
+  addCommitHook(hook: CommitHook): () => void {
+    this.commitHooks.push(hook);
+    return () => {
+      const i = this.commitHooks.indexOf(hook);
+      if (i >= 0) this.commitHooks.splice(i, 1);
+    };
+  }
+
   private async commit(tx: Tx): Promise<void> {
+    const change = { puts: [...tx.puts.values()], deleted: [...tx.dels].map((id) => this.byId.get(id)).filter((r): r is HDict => r !== undefined) };
     await this.records.write(
       [...tx.puts].map(([id, rec]) => ({ id, rec })),
       [...tx.dels],
+      this.commitHooks.length === 0 ? undefined : (ops) => {
+        for (const hook of this.commitHooks) hook(change, ops);
+      },
     );
     for (const id of tx.dels) this.unindex(id);
     for (const rec of tx.puts.values()) {

@@ -6,7 +6,13 @@
 import { decodeVal, writeJsonVal } from '../haystack/json.js';
 import { HDict } from '../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
-import type { Store } from './db.js';
+import type { Store, Sublevel } from './db.js';
+
+/** Extra writes other parts add to a record commit, so they land in the same atomic batch. */
+export interface BatchOps {
+  put(sublevel: Sublevel, key: string, value: string): void;
+  del(sublevel: Sublevel, key: string): void;
+}
 
 export class RecordStore {
   private readonly store: Store;
@@ -31,11 +37,18 @@ export class RecordStore {
     return out;
   }
 
-  /** Writes and deletes records in one synced batch: all of it lands or none does. */
-  async write(puts: readonly { id: string; rec: HDict }[], dels: readonly string[]): Promise<void> {
+  /**
+   * Writes and deletes records in one synced batch: all of it lands or none does. `extra` adds
+   * other writes (an auth cleanup, say) to the same batch.
+   */
+  async write(puts: readonly { id: string; rec: HDict }[], dels: readonly string[], extra?: (ops: BatchOps) => void): Promise<void> {
     const batch = this.store.db.batch();
     for (const { id, rec } of puts) batch.put(id, writeJsonVal(rec), { sublevel: this.store.rec });
     for (const id of dels) batch.del(id, { sublevel: this.store.rec });
+    extra?.({
+      put: (sublevel, key, value) => batch.put(key, value, { sublevel }),
+      del: (sublevel, key) => batch.del(key, { sublevel }),
+    });
     // `sync` is a classic-level option missing from abstract-level's types.
     await batch.write({ sync: true } as object);
   }

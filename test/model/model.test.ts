@@ -81,6 +81,7 @@ t.test('validation', async (t) => {
     ['parent of the wrong kind', d({ point: MARKER, equipRef: ref('s1') }), 'HL_INVALID_RECORD', /equipRef @s1 \(hq\) is not a equip/],
     ['id taken', d({ id: ref('s1'), site: MARKER }), 'HL_CONFLICT', /id @s1 already exists/],
     ['id not a Ref', d({ id: 'x', site: MARKER }), 'HL_INVALID_RECORD', /id must be a Ref/],
+    ['a password tag', d({ user: MARKER, username: 'u@x.io', password: 'secret123' }), 'HL_INVALID_RECORD', /passwords are never stored in records/],
   ];
   for (const [what, row, code, message] of cases) await t.rejects(model.create([row]), { code, message }, what);
   // all or nothing: the second row is bad, so the first is not created either
