@@ -7,6 +7,7 @@
  * grids of 100,000 rows go through here.
  */
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import { HisGrid } from './his-grid.js';
 import { parseDate, parseDateTime, parseTime } from './datetime.js';
 import {
   HBin,
@@ -75,6 +76,14 @@ export function isNumberText(s: string): boolean {
     if (i === e0) return false;
   }
   return i === n;
+}
+
+/** Number text as HNumber.numText writes it, without making an HNumber. */
+function numberText(v: number): string {
+  if (v === Infinity) return 'INF';
+  if (v === -Infinity) return '-INF';
+  if (v !== v) return 'NaN';
+  return String(v);
 }
 
 function numberOf(text: string): number {
@@ -346,6 +355,20 @@ function writeJsonDict(d: HDict, first = ''): string {
   return '{' + first + (first !== '' && rest !== '' ? ',' : '') + rest + '}';
 }
 
+/** Rows of a history grid straight from its columns (no dict, DateTime or Number per sample). */
+function hisRowsJson(g: HisGrid): string {
+  const { ts, tz, values } = g;
+  const parts = new Array<string>(ts.length);
+  const unit = values.kind === 'Number' && values.unit !== null ? ' ' + values.unit + '"}' : '"}';
+  for (let i = 0; i < ts.length; i++) {
+    const head = '{"ts":"t:' + tz.formatInstant(ts[i] as number) + tz.suffix + ',"val":';
+    if (values.kind === 'Number') parts[i] = head + '"n:' + numberText(values.val[i] as number) + unit;
+    else if (values.kind === 'Bool') parts[i] = head + (values.val[i] === true ? 'true}' : 'false}');
+    else parts[i] = head + JSON.stringify('s:' + (values.val[i] as string)) + '}';
+  }
+  return parts.join(',');
+}
+
 /** JSON text of rows already written (see writeJsonGrid). */
 const rowText = new WeakMap<HDict, string>();
 
@@ -366,6 +389,7 @@ export function writeJsonGrid(g: HGrid): string {
   }
   // One string per row, joined once: appending to a single string builds a rope whose pieces all
   // stay alive until it is flattened, and the garbage collector pays for every one of them.
+  if (g instanceof HisGrid) return out + '],"rows":[' + hisRowsJson(g) + ']}';
   const rows = g.rows;
   const parts = new Array<string>(rows.length);
   if (g.rowsWithinCols) {

@@ -443,11 +443,15 @@ export interface HCol {
   readonly meta: HDict;
 }
 
-/** A Grid: meta, ordered columns with meta, rows as dicts. An empty grid has one column `empty`. */
+/**
+ * A Grid: meta, ordered columns with meta, rows as dicts. An empty grid has one column `empty`.
+ * Subclasses may hold their rows in another form (history as columns: his-grid.ts) and build the
+ * dicts only when `rows` is asked for; encoders that know the subclass skip that.
+ */
 export class HGrid {
   readonly meta: HDict;
   readonly cols: readonly HCol[];
-  readonly rows: readonly HDict[];
+  private rowDicts: readonly HDict[] | undefined;
   private colIndex: Map<string, number> | undefined;
 
   /**
@@ -456,11 +460,20 @@ export class HGrid {
    */
   readonly rowsWithinCols: boolean;
 
-  constructor(meta: HDict, cols: readonly HCol[], rows: readonly HDict[], rowsWithinCols = false) {
+  constructor(meta: HDict, cols: readonly HCol[], rows: readonly HDict[] | undefined, rowsWithinCols = false) {
     this.meta = meta;
     this.cols = cols;
-    this.rows = rows;
+    this.rowDicts = rows;
     this.rowsWithinCols = rowsWithinCols;
+  }
+
+  get rows(): readonly HDict[] {
+    return (this.rowDicts ??= this.buildRows());
+  }
+
+  /** Rows of a subclass that keeps them in another form (called once, on first use of `rows`). */
+  protected buildRows(): readonly HDict[] {
+    return [];
   }
 
   /** Builds a grid whose columns are the union of the rows' tags, in first-seen order. */
@@ -503,7 +516,7 @@ export class HGrid {
   }
   /** True when there are no rows (whatever the columns). */
   isEmpty(): boolean {
-    return this.rows.length === 0;
+    return this.size === 0;
   }
   get size(): number {
     return this.rows.length;

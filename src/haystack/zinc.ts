@@ -14,6 +14,7 @@
  * that does not follow the grammar (the tokenizer also reports malformed Dates, Times and DateTimes
  * this way), HL_BAD_VALUE for well-formed values out of range (`C(95,0)`, a lowercase XStr type).
  */
+import { HisGrid } from './his-grid.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { SYM_CLOSE_GRID, SYM_COMMA, type Token, Tokenizer } from './tokenizer.js';
 import {
@@ -113,11 +114,31 @@ function zincUri(s: string): string {
 
 /** Zinc has no unit on INF, -INF or NaN; dropping it beats failing a whole response over one cell. */
 function zincNumber(v: HNumber): string {
-  const x = v.val;
-  if (v.unit === null || !Number.isFinite(x)) return v.numText();
+  return zincNumberOf(v.val, v.unit);
+}
+
+function zincNumberOf(x: number, unit: string | null): string {
+  if (x === Infinity) return 'INF';
+  if (x === -Infinity) return '-INF';
+  if (x !== x) return 'NaN';
   const text = String(x);
+  if (unit === null) return text;
   // `0x...` would read back as a hex number: write zero as 0.0 before a unit starting with x.
-  return (text === '0' && v.unit.startsWith('x') ? '0.0' : text) + v.unit;
+  return (text === '0' && unit.startsWith('x') ? '0.0' : text) + unit;
+}
+
+/** Rows of a history grid straight from its columns (no dict, DateTime or Number per sample). */
+function hisRows(g: HisGrid): string {
+  const { ts, tz, values } = g;
+  const zone = ' ' + tz.name + ',';
+  const parts = new Array<string>(ts.length);
+  for (let i = 0; i < ts.length; i++) {
+    const head = tz.formatInstant(ts[i] as number) + zone;
+    if (values.kind === 'Number') parts[i] = head + zincNumberOf(values.val[i] as number, values.unit);
+    else if (values.kind === 'Bool') parts[i] = head + (values.val[i] === true ? 'T' : 'F');
+    else parts[i] = head + zincStr(values.val[i] as string);
+  }
+  return parts.length === 0 ? '' : parts.join('\n') + '\n';
 }
 
 function cannotEncode(message: string): HayloftError {
@@ -208,6 +229,7 @@ class ZincWriter {
       if (!c.meta.isEmpty()) out += ' ' + this.tags(c.meta, 'column meta');
     }
     out += '\n';
+    if (g instanceof HisGrid) return out + hisRows(g);
     const rows = g.rows;
     for (let r = 0; r < rows.length; r++) {
       const row = rows[r] as HDict;

@@ -1,0 +1,58 @@
+/**
+ * A history grid held as columns (timestamps, values) instead of a dict per row: hisRead of a
+ * point-year is 525,600 samples, and a dict, a DateTime and a Number per sample would cost more
+ * than reading them from LevelDB. The JSON and Zinc writers write it straight from the columns;
+ * anything else (CSV, tests) gets ordinary rows, built on first use.
+ */
+import type { TimeZone } from './tz.js';
+import { HDateTime, HDict, HGrid, HNumber, type HVal, newRecord } from './values.js';
+
+export type HisValues =
+  | { readonly kind: 'Number'; readonly val: Float64Array | readonly number[]; readonly unit: string | null }
+  | { readonly kind: 'Bool'; readonly val: readonly boolean[] }
+  | { readonly kind: 'Str'; readonly val: readonly string[] };
+
+export class HisGrid extends HGrid {
+  /** Epoch ms, ascending. */
+  readonly ts: Float64Array | readonly number[];
+  /** The zone timestamps are written in. */
+  readonly tz: TimeZone;
+  readonly values: HisValues;
+
+  constructor(meta: HDict, ts: Float64Array | readonly number[], tz: TimeZone, values: HisValues) {
+    super(
+      meta,
+      [
+        { name: 'ts', meta: HDict.EMPTY },
+        { name: 'val', meta: HDict.EMPTY },
+      ],
+      undefined,
+    );
+    if (ts.length !== values.val.length) throw new RangeError('his grid: as many values as timestamps');
+    this.ts = ts;
+    this.tz = tz;
+    this.values = values;
+  }
+
+  override get size(): number {
+    return this.ts.length;
+  }
+
+  /** The value of row i as a Haystack value. */
+  valueAt(i: number): HVal {
+    const v = this.values;
+    if (v.kind === 'Number') return new HNumber(v.val[i] as number, v.unit);
+    return v.val[i] as HVal;
+  }
+
+  protected override buildRows(): readonly HDict[] {
+    const out = new Array<HDict>(this.ts.length);
+    for (let i = 0; i < out.length; i++) {
+      const rec = newRecord();
+      rec.ts = new HDateTime(this.ts[i] as number, this.tz);
+      rec.val = this.valueAt(i);
+      out[i] = HDict.adopt(rec);
+    }
+    return out;
+  }
+}

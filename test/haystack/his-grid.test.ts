@@ -1,0 +1,38 @@
+import t from 'tap';
+import { HisGrid, type HisValues } from '../../src/haystack/his-grid.js';
+import { readJsonGrid, writeJsonGrid } from '../../src/haystack/json.js';
+import { timeZone } from '../../src/haystack/tz.js';
+import { HDict, HGrid, HRef, equals } from '../../src/haystack/values.js';
+import { readZinc, writeZinc } from '../../src/haystack/zinc.js';
+import { writeCsv } from '../../src/haystack/csv.js';
+
+t.test('a columnar history grid writes exactly what its rows would', async (t) => {
+  const ny = timeZone('New_York');
+  // across the 2024-11-03 fall-back: the repeated hour keeps its two offsets
+  const ts = [Date.parse('2024-11-03T05:30:00Z'), Date.parse('2024-11-03T06:30:00Z'), Date.parse('2024-11-03T07:00:00.250Z')];
+  const meta = HDict.of({ id: new HRef('p1', 'Temp') });
+  const cases: HisValues[] = [
+    { kind: 'Number', val: new Float64Array([21.5, NaN, -Infinity]), unit: '°F' },
+    { kind: 'Number', val: [0, 1e21, Infinity], unit: null },
+    { kind: 'Number', val: [0, 1, 2], unit: 'x%' },
+    { kind: 'Bool', val: [true, false, true] },
+    { kind: 'Str', val: ['a "quoted" \\ text', '', 'ünïcode\n'] },
+  ];
+  for (const values of cases) {
+    const g = new HisGrid(meta, ts, ny, values);
+    const plain = new HGrid(g.meta, g.cols, [...g.rows]);
+    t.equal(writeJsonGrid(g), writeJsonGrid(plain), `JSON ${values.kind}`);
+    t.equal(writeZinc(g), writeZinc(plain), `Zinc ${values.kind}`);
+    t.equal(writeCsv(g), writeCsv(plain), `CSV ${values.kind}`);
+    const back = readJsonGrid(writeJsonGrid(g));
+    t.equal(back.size, 3);
+    t.ok(back.rows.every((r, i) => equals(r.get('ts'), g.rows[i]?.get('ts'))), 'timestamps read back');
+    t.equal(readZinc(writeZinc(g)).size, 3);
+  }
+  t.match(writeJsonGrid(new HisGrid(meta, ts, ny, cases[0] as HisValues)), /"t:2024-11-03T01:30:00-04:00 New_York".*"t:2024-11-03T01:30:00-05:00 New_York"/);
+  const empty = new HisGrid(meta, [], ny, { kind: 'Bool', val: [] });
+  t.equal(empty.size, 0);
+  t.equal(writeJsonGrid(empty), '{"meta":{"ver":"2.0","id":"r:p1 Temp"},"cols":[{"name":"ts"},{"name":"val"}],"rows":[]}');
+  t.equal(readZinc(writeZinc(empty)).size, 0);
+  t.throws(() => new HisGrid(meta, [1, 2], ny, { kind: 'Bool', val: [true] }), RangeError);
+});
