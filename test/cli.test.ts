@@ -20,7 +20,7 @@ t.test('offline administration of users and clients', async (t) => {
   t.equal(first.status, 0, first.stderr);
   t.match(first.stdout, /First start: an administrator and an OAuth2 client were created/);
   t.match(first.stdout, /admin password: \(from HAYLOFT_ADMIN_PASSWORD\)/, 'a given password is not echoed');
-  t.match(first.stdout, /client secret:  \S{20,}/, 'a generated secret is printed once');
+  t.match(first.stdout, /client secret: {2}\S{20,}/, 'a generated secret is printed once');
   t.match(first.stdout, /admin@hayloft\.local\tadmin\t@/);
   const again = run(['user', 'list'], env);
   t.notMatch(again.stdout, /First start/, 'only the first start prints credentials');
