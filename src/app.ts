@@ -1,6 +1,6 @@
 /**
  * The composition root: builds every part from the Config, starts them in order (store, model,
- * auth, HTTP) and stops them in reverse. Nothing else constructs long-lived parts.
+ * auth, watches, HTTP) and stops them in reverse. Nothing else constructs long-lived parts.
  */
 import { readFileSync } from 'node:fs';
 import { AuthService, type Bootstrap } from './auth/auth.js';
@@ -13,6 +13,7 @@ import type { Logger } from './lib/log.js';
 import { Model } from './model/model.js';
 import { Store } from './store/db.js';
 import { RecordStore } from './store/records.js';
+import { WatchManager } from './watch/index.js';
 
 let version: string | undefined;
 
@@ -64,18 +65,20 @@ export class App {
   readonly store: Store;
   readonly model: Model;
   readonly auth: AuthService;
+  readonly watches: WatchManager;
   private readonly server: ApiServer;
   /** The port actually bound (differs from config.port when that is 0). */
   port = 0;
   /** What the first start created (credentials to print once), or null on later starts. */
   bootstrap: Bootstrap | null = null;
 
-  private constructor(config: Config, store: Store, model: Model, auth: AuthService, server: ApiServer) {
+  private constructor(config: Config, store: Store, model: Model, auth: AuthService, server: ApiServer, watches: WatchManager) {
     this.config = config;
     this.store = store;
     this.model = model;
     this.auth = auth;
     this.server = server;
+    this.watches = watches;
   }
 
   /** Opens the data (the parts the CLI's offline commands need too), without serving. */
@@ -86,6 +89,12 @@ export class App {
     try {
       const model = await Model.load({ records: new RecordStore(store), clock });
       const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir });
+      const watches = new WatchManager({
+        model,
+        clock,
+        log,
+        limits: { maxWatchesPerUser: config.watchMaxPerUser, maxPointsPerWatch: config.watchMaxPoints },
+      });
       const server = createApiServer({
         ops: allOps,
         auth,
@@ -94,12 +103,13 @@ export class App {
           clock,
           log,
           info: { serverName: config.serverName, tz: timeZone(config.tz), productVersion: productVersion(), bootTime: clock.now() },
+          watches,
         },
         log,
         maxBodyBytes: config.maxBodyBytes,
         debug: config.debug,
       });
-      const app = new App(config, store, model, auth, server);
+      const app = new App(config, store, model, auth, server, watches);
       if (auth.needsBootstrap()) app.bootstrap = await auth.bootstrap(opts.firstRun ?? {});
       return app;
     } catch (e) {
@@ -112,6 +122,7 @@ export class App {
   static async start(opts: AppOptions): Promise<App> {
     const app = await App.open(opts);
     try {
+      app.watches.start();
       app.port = (await app.server.listen(opts.config.port, opts.config.host)).port;
     } catch (e) {
       await app.close();
@@ -127,6 +138,7 @@ export class App {
   }
 
   private async close(): Promise<void> {
+    this.watches.stop();
     this.auth.stop();
     await this.store.close();
   }

@@ -23,6 +23,11 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   // 400, not 404: wire-notes §2 answers an unknown point of a his op with 400, and 404 is kept
   // for an unknown op so a client can tell "wrong URL" from "wrong id".
   [ErrorCodes.NOT_FOUND]: 400,
+  // An unknown or expired watch is answered like an unknown point: the client's cue to call
+  // watchSub again (wire-notes §6), not a wrong URL.
+  [ErrorCodes.WATCH_NOT_FOUND]: 400,
+  [ErrorCodes.WATCH_LIMIT]: 400,
+  [ErrorCodes.BAD_LEASE]: 400,
   // Auth (wire-notes §2 and §3). The token endpoint's OAuth JSON body and impersonation's bare
   // `Cannot impersonate` text are written by their handlers; the statuses are decided here.
   [ErrorCodes.UNAUTHORIZED]: 401,

@@ -12,6 +12,7 @@ import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import type { Model } from '../model/model.js';
+import type { WatchManager } from '../watch/index.js';
 
 export type HttpMethod = 'GET' | 'POST';
 
@@ -31,6 +32,8 @@ export interface OpContext {
   clock: Clock;
   log: Logger;
   info: ServerInfo;
+  /** Open watches (watchSub, watchPoll, watchUnsub). */
+  watches: WatchManager;
 }
 
 export interface OpRequest {

@@ -25,6 +25,10 @@ export interface Config {
   readonly logLevel: LogLevel;
   /** When true, error grids carry `errTrace` (a stack): never on a device on an open network. */
   readonly debug: boolean;
+  /** Open watches one user may hold at once (watchSub past it is refused with HL_WATCH_LIMIT). */
+  readonly watchMaxPerUser: number;
+  /** Points one watch may hold. */
+  readonly watchMaxPoints: number;
   /** The config file read, or null when none was. */
   readonly configFile: string | null;
 }
@@ -138,6 +142,18 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
       if (FALSE_TEXT.has(v)) return { ok: false };
       return { expected: 'true or false' };
     },
+  },
+  // Defaults as src/watch DEFAULT_WATCH_LIMITS (config may not import watch): generous for
+  // supervisory clients, yet bounding what a client leaking watches makes a small device hold.
+  watchMaxPerUser: {
+    env: 'HAYLOFT_WATCH_MAX_PER_USER',
+    default: () => 50,
+    parse: (raw) => integer(raw, 1, 100_000),
+  },
+  watchMaxPoints: {
+    env: 'HAYLOFT_WATCH_MAX_POINTS',
+    default: () => 10_000,
+    parse: (raw) => integer(raw, 1, 1_000_000),
   },
 };
 

@@ -31,6 +31,12 @@ export const ErrorCodes = {
   BAD_REQUEST: 'HL_BAD_REQUEST',
   /** A record or point named by id or fully qualified name does not exist. */
   NOT_FOUND: 'HL_NOT_FOUND',
+  /** watchPoll/watchSub of a watch that is unknown, closed, expired or another user's: subscribe again. */
+  WATCH_NOT_FOUND: 'HL_WATCH_NOT_FOUND',
+  /** Too many open watches for one user, or too many points on one watch (config limits). */
+  WATCH_LIMIT: 'HL_WATCH_LIMIT',
+  /** A watch lease that is not a positive Number with a time unit (s, sec, min, h, hr, day). */
+  BAD_LEASE: 'HL_BAD_LEASE',
   /** A record is not valid (no primary marker, bad name, dangling ref, changed id ...). */
   INVALID_RECORD: 'HL_INVALID_RECORD',
   /** `name` already used by a sibling, or a supplied id already exists. */

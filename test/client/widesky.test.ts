@@ -91,3 +91,48 @@ t.test('impersonation and password change through the client', async (t) => {
   const old = client(s.base, 'reader@example.com', 'reader-password-1');
   await t.rejects(old.login(), 'the old password does not');
 });
+
+t.test('a watch round trip through the client: watchSub, poll, watchExtend, watchUnsub', async (t) => {
+  const s = await startApp(t);
+  const c = client(s.base);
+  await c.create([{ site: 'm:', name: 's:hq' }]);
+  const made = await c.create([
+    { point: 'm:', cur: 'm:', kind: 's:Number', name: 's:sat', siteRef: 'r:hq', unit: 's:°C' },
+    { point: 'm:', cur: 'm:', kind: 's:Number', name: 's:rat', siteRef: 'r:hq' },
+    { point: 'm:', cur: 'm:', kind: 's:Bool', name: 's:fan', siteRef: 'r:hq' },
+  ]);
+  const [sat, rat, fan] = made.rows.map((r) => String(r.id).slice(2).split(' ')[0] as string) as [string, string, string];
+  await c.update({ id: `r:${sat}`, curVal: 'n:18.5 °C', curStatus: 's:ok' });
+
+  const sub = await c.watchSub([sat, 'hq.rat'], 'n:1 min', 'dashboard');
+  const watchId = String(sub.meta.watchId).slice(2);
+  t.match(sub.meta.watchId, /^s:.+/, 'watchId is a Str');
+  t.equal(sub.meta.lease, 'n:1 min');
+  t.same(
+    sub.rows.map((r) => [String(r.id).split(' ')[0], r.curVal, r.curStatus]),
+    [
+      [`r:${sat}`, 'n:18.5 °C', 's:ok'],
+      [`r:${rat}`, undefined, 's:unknown'],
+    ],
+  );
+
+  // The client has no watchPoll method: poll through its submitRequest, as its users do.
+  const poll = (refresh = false): Promise<{ rows: Record<string, unknown>[] }> =>
+    c.submitRequest('POST', '/api/watchPoll', { meta: { ver: '2.0', watchId: `s:${watchId}`, ...(refresh ? { refresh: 'm:' } : {}) }, cols: [{ name: 'id' }], rows: [] });
+  t.equal((await poll()).rows.length, 0, 'nothing changed since watchSub');
+  await c.update({ id: `r:${rat}`, curVal: 'n:21', curStatus: 's:ok' });
+  const changed = await poll();
+  t.same(changed.rows.map((r) => [String(r.id).split(' ')[0], r.curVal]), [[`r:${rat}`, 'n:21']], 'the changed point');
+
+  const ext = await c.watchExtend(watchId, [fan], 'n:1 h');
+  t.equal(ext.meta.lease, 'n:1 h', 'watchExtend appends and changes the lease');
+  t.same((await poll(true)).rows.map((r) => String(r.id).split(' ')[0]), [`r:${sat}`, `r:${rat}`, `r:${fan}`]);
+
+  await c.watchUnsub(watchId, [sat], false);
+  t.same((await poll(true)).rows.map((r) => String(r.id).split(' ')[0]), [`r:${rat}`, `r:${fan}`], 'watchUnsub without close removes points');
+
+  // Called with no points, the client sends a row `id: r:undefined` beside `close`.
+  await c.watchUnsub(watchId, undefined);
+  await t.rejects(poll(), 'polling a closed watch fails: the client re-subscribes');
+  await t.rejects(c.watchSub([sat], '60000', 'ms as text'), 'a lease without a time unit is refused');
+});

@@ -38,6 +38,8 @@ t.test('defaults', async (t) => {
     tz: 'Sydney',
     logLevel: 'info',
     debug: false,
+    watchMaxPerUser: 50,
+    watchMaxPoints: 10_000,
     configFile: null,
   });
   t.ok(Object.isFrozen(c), 'frozen');
@@ -62,6 +64,8 @@ t.test('file, then environment over it, then --config choosing the file', async 
     tz: 'New_York',
     logLevel: 'debug',
     debug: true,
+    watchMaxPerUser: 50,
+    watchMaxPoints: 10_000,
     configFile: f,
   });
   const env = { HAYLOFT_CONFIG: f, HAYLOFT_DATA_DIR: 'd2', HAYLOFT_HOST: '::1', HAYLOFT_PORT: '0', HAYLOFT_DEBUG: 'no', HAYLOFT_LOG_LEVEL: 'WARN' };

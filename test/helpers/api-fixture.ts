@@ -8,6 +8,7 @@ import { timeZone } from '../../src/haystack/tz.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { createLogger } from '../../src/lib/log.js';
 import type { Model } from '../../src/model/model.js';
+import type { WatchManager } from '../../src/watch/index.js';
 
 export const BOOT = Date.UTC(2024, 2, 10, 12, 0, 0);
 export const NOW = BOOT + 90_000;
@@ -30,6 +31,8 @@ export function fakeCtx(clock: ManualClock, log: OpContext['log']): OpContext {
     clock,
     log,
     info: { serverName: 'test-box', tz: timeZone('New_York'), productVersion: '9.8.7', bootTime: BOOT },
+    // Nor the watch manager.
+    watches: {} as WatchManager,
   };
 }
 

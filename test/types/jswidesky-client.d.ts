@@ -23,6 +23,10 @@ declare module '@widesky/jswidesky-client' {
     deleteById(ids: string | string[]): Promise<Grid>;
     deleteByFilter(filter: string, limit?: number): Promise<Grid>;
     updatePassword(newPassword: string): Promise<unknown>;
+    watchSub(pointIds: string | string[], lease: string, description: string): Promise<Grid>;
+    watchExtend(watchId: string, pointIds: string | string[], lease?: string): Promise<Grid>;
+    watchUnsub(watchId: string, deletePointIds?: string | string[], close?: boolean): Promise<Grid>;
+    submitRequest(method: string, uri: string, body?: unknown, config?: unknown): Promise<Grid>;
     impersonateAs(userId: string): void;
     unsetImpersonate(): void;
   }

@@ -8,14 +8,16 @@ import { aboutOp } from './about.js';
 import { formatsOp } from './formats.js';
 import { opsOp } from './ops.js';
 import { recordOps } from './records.js';
+import { watchOps } from './watch.js';
 
 export { aboutOp } from './about.js';
 export { formatsOp } from './formats.js';
 export { opsOp } from './ops.js';
 export { createRecOp, deleteRecOp, readOp, recordOps, updateRecOp } from './records.js';
+export { watchOps, watchPollOp, watchSubOp, watchUnsubOp } from './watch.js';
 
 /** The server-information ops of interface.md: about, ops, formats. */
 export const infoOps: readonly Op[] = [aboutOp, opsOp, formatsOp];
 
 /** Every op Hayloft serves, in the order `ops` lists them. */
-export const allOps: readonly Op[] = [...infoOps, ...recordOps];
+export const allOps: readonly Op[] = [...infoOps, ...recordOps, ...watchOps];
