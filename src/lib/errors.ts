@@ -27,6 +27,8 @@ export const ErrorCodes = {
   STORE_UNAVAILABLE: 'HL_STORE_UNAVAILABLE',
   /** The data folder was written by a newer Hayloft (format version too high). */
   STORE_VERSION: 'HL_STORE_VERSION',
+  /** A history write whose kind differs from the kind of the samples the point already holds. */
+  HIS_KIND: 'HL_HIS_KIND',
   /** A request is malformed in a way that is not about one value (missing column, bad shape). */
   BAD_REQUEST: 'HL_BAD_REQUEST',
   /** A record or point named by id or fully qualified name does not exist. */

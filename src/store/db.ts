@@ -15,12 +15,14 @@ export const FORMAT_VERSION = 1;
 import type { AbstractSublevel } from 'abstract-level';
 
 export type Sublevel = AbstractSublevel<ClassicLevel<string, string>, string | Buffer | Uint8Array, string, string>;
+/** A sublevel with binary keys and values (history: big-endian timestamps, compressed chunks). */
+export type BinarySublevel = AbstractSublevel<ClassicLevel<string, string>, string | Buffer | Uint8Array, Uint8Array, Uint8Array>;
 
 export class Store {
   readonly dir: string;
   readonly db: ClassicLevel<string, string>;
   readonly rec: Sublevel;
-  readonly his: Sublevel;
+  readonly his: BinarySublevel;
   readonly auth: Sublevel;
   readonly sync: Sublevel;
   readonly meta: Sublevel;
@@ -29,7 +31,8 @@ export class Store {
     this.dir = dir;
     this.db = db;
     this.rec = db.sublevel<string, string>('rec', { keyEncoding: 'utf8', valueEncoding: 'utf8' });
-    this.his = db.sublevel<string, string>('his', { keyEncoding: 'utf8', valueEncoding: 'utf8' });
+    // Binary: history keys sort by big-endian timestamp bytes, values are compressed chunks.
+    this.his = db.sublevel<Uint8Array, Uint8Array>('his', { keyEncoding: 'view', valueEncoding: 'view' });
     this.auth = db.sublevel<string, string>('auth', { keyEncoding: 'utf8', valueEncoding: 'utf8' });
     this.sync = db.sublevel<string, string>('sync', { keyEncoding: 'utf8', valueEncoding: 'utf8' });
     this.meta = db.sublevel<string, string>('meta', { keyEncoding: 'utf8', valueEncoding: 'utf8' });
