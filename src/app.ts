@@ -1,6 +1,6 @@
 /**
  * The composition root: builds every part from the Config, starts them in order (store, model,
- * auth, watches, HTTP) and stops them in reverse. Nothing else constructs long-lived parts.
+ * auth, history, watches, HTTP) and stops them in reverse. Nothing else constructs long-lived parts.
  */
 import { readFileSync } from 'node:fs';
 import { AuthService, type Bootstrap } from './auth/auth.js';
@@ -14,6 +14,9 @@ import { Model } from './model/model.js';
 import { Store } from './store/db.js';
 import { RecordStore } from './store/records.js';
 import { WatchManager } from './watch/index.js';
+import { publishHisStats } from './api/ops/his.js';
+import { HistoryStore } from './store/history.js';
+import type { HRef } from './haystack/values.js';
 
 let version: string | undefined;
 
@@ -60,25 +63,44 @@ export interface AppOptions {
   firstRun?: FirstRun;
 }
 
+/** The long-lived parts, built once by App.open. */
+interface Parts {
+  store: Store;
+  model: Model;
+  auth: AuthService;
+  history: HistoryStore;
+  watches: WatchManager;
+  server: ApiServer;
+}
+
 export class App {
   readonly config: Config;
   readonly store: Store;
   readonly model: Model;
   readonly auth: AuthService;
+  readonly history: HistoryStore;
   readonly watches: WatchManager;
   private readonly server: ApiServer;
+  private readonly log: Logger;
+  private readonly unsubscribe: () => void;
   /** The port actually bound (differs from config.port when that is 0). */
   port = 0;
   /** What the first start created (credentials to print once), or null on later starts. */
   bootstrap: Bootstrap | null = null;
 
-  private constructor(config: Config, store: Store, model: Model, auth: AuthService, server: ApiServer, watches: WatchManager) {
+  private constructor(config: Config, log: Logger, parts: Parts) {
     this.config = config;
-    this.store = store;
-    this.model = model;
-    this.auth = auth;
-    this.server = server;
-    this.watches = watches;
+    this.log = log;
+    this.store = parts.store;
+    this.model = parts.model;
+    this.auth = parts.auth;
+    this.history = parts.history;
+    this.watches = parts.watches;
+    this.server = parts.server;
+    // A deleted point takes its history with it.
+    this.unsubscribe = parts.model.onChange((change) => {
+      for (const r of change.deleted) if (r.has('point')) this.dropHistory((r.get('id') as HRef).id);
+    });
   }
 
   /** Opens the data (the parts the CLI's offline commands need too), without serving. */
@@ -89,6 +111,8 @@ export class App {
     try {
       const model = await Model.load({ records: new RecordStore(store), clock });
       const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir });
+      const history = new HistoryStore(store);
+      await history.start();
       const watches = new WatchManager({
         model,
         clock,
@@ -104,12 +128,18 @@ export class App {
           log,
           info: { serverName: config.serverName, tz: timeZone(config.tz), productVersion: productVersion(), bootTime: clock.now() },
           watches,
+          history,
         },
         log,
         maxBodyBytes: config.maxBodyBytes,
         debug: config.debug,
       });
-      const app = new App(config, store, model, auth, server, watches);
+      const app = new App(config, log, { store, model, auth, history, watches, server });
+      for (const id of history.points()) {
+        // History of a point deleted while its history could not follow (a crash) goes now.
+        if (model.stored(id)?.has('point') === true) publishHisStats(model, history, id);
+        else app.dropHistory(id);
+      }
       if (auth.needsBootstrap()) app.bootstrap = await auth.bootstrap(opts.firstRun ?? {});
       return app;
     } catch (e) {
@@ -131,6 +161,10 @@ export class App {
     return app;
   }
 
+  private dropHistory(id: string): void {
+    this.history.deleteAll(id).catch((err: unknown) => this.log.error({ err, pointId: id }, 'cannot delete the history of a deleted point'));
+  }
+
   /** Stops serving (finishing requests in flight), then closes the data. */
   async stop(): Promise<void> {
     await this.server.close();
@@ -138,8 +172,10 @@ export class App {
   }
 
   private async close(): Promise<void> {
+    this.unsubscribe();
     this.watches.stop();
     this.auth.stop();
+    await this.history.stop();
     await this.store.close();
   }
 }

@@ -13,6 +13,7 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import type { Model } from '../model/model.js';
 import type { WatchManager } from '../watch/index.js';
+import type { HistoryStore } from '../store/history.js';
 
 export type HttpMethod = 'GET' | 'POST';
 
@@ -34,6 +35,8 @@ export interface OpContext {
   info: ServerInfo;
   /** Open watches (watchSub, watchPoll, watchUnsub). */
   watches: WatchManager;
+  /** Point history (hisRead, hisWrite, hisDelete). */
+  history: HistoryStore;
 }
 
 export interface OpRequest {

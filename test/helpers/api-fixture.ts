@@ -8,6 +8,7 @@ import { timeZone } from '../../src/haystack/tz.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { createLogger } from '../../src/lib/log.js';
 import type { Model } from '../../src/model/model.js';
+import type { HistoryStore } from '../../src/store/history.js';
 import type { WatchManager } from '../../src/watch/index.js';
 
 export const BOOT = Date.UTC(2024, 2, 10, 12, 0, 0);
@@ -31,8 +32,9 @@ export function fakeCtx(clock: ManualClock, log: OpContext['log']): OpContext {
     clock,
     log,
     info: { serverName: 'test-box', tz: timeZone('New_York'), productVersion: '9.8.7', bootTime: BOOT },
-    // Nor the watch manager.
+    // Nor the watch manager, nor the history.
     watches: {} as WatchManager,
+    history: {} as HistoryStore,
   };
 }
 

@@ -7,6 +7,7 @@ import type { Op } from '../op.js';
 import { aboutOp } from './about.js';
 import { formatsOp } from './formats.js';
 import { opsOp } from './ops.js';
+import { hisOps } from './his.js';
 import { recordOps } from './records.js';
 import { watchOps } from './watch.js';
 
@@ -15,9 +16,10 @@ export { formatsOp } from './formats.js';
 export { opsOp } from './ops.js';
 export { createRecOp, deleteRecOp, readOp, recordOps, updateRecOp } from './records.js';
 export { watchOps, watchPollOp, watchSubOp, watchUnsubOp } from './watch.js';
+export { hisDeleteOp, hisOps, hisReadOp, hisWriteOp } from './his.js';
 
 /** The server-information ops of interface.md: about, ops, formats. */
 export const infoOps: readonly Op[] = [aboutOp, opsOp, formatsOp];
 
 /** Every op Hayloft serves, in the order `ops` lists them. */
-export const allOps: readonly Op[] = [...infoOps, ...recordOps, ...watchOps];
+export const allOps: readonly Op[] = [...infoOps, ...recordOps, ...hisOps, ...watchOps];
