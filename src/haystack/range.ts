@@ -30,8 +30,11 @@ export type HisRange =
       tz: TimeZone | null;
     };
 
+const FORMS = 'use first, last, today, yesterday, a date (YYYY-MM-DD), a DateTime (YYYY-MM-DDThh:mm:ss±hh:mm Zone), or two dates or two DateTimes joined by a comma';
+
+/** Every refusal names the forms that exist, so the message alone tells the caller what to send. */
 function bad(text: string, why: string, cause?: unknown): HayloftError {
-  return new HayloftError(ErrorCodes.BAD_RANGE, `range ${JSON.stringify(text)}: ${why}`, cause === undefined ? undefined : { cause });
+  return new HayloftError(ErrorCodes.BAD_RANGE, `range ${JSON.stringify(text)}: ${why}; ${FORMS}`, cause === undefined ? undefined : { cause });
 }
 
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
@@ -43,7 +46,7 @@ function readPoint(text: string, part: string): { date: HDate } | { dt: HDateTim
   } catch (e) {
     throw bad(text, e instanceof Error ? e.message : String(e), e);
   }
-  throw bad(text, `"${part}" is not a date (YYYY-MM-DD) or a DateTime (YYYY-MM-DDThh:mm:ss±hh:mm Zone); use first, last, today, yesterday, a date, a DateTime, or two of either joined by a comma`);
+  throw bad(text, `"${part}" is not a date or a DateTime`);
 }
 
 /**
