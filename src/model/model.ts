@@ -16,7 +16,7 @@
  * written to disk (a poll cycle must not cost a flash write).
  */
 import { compileFilter, filterHints, parseFilter, type FilterNode } from '../haystack/filter.js';
-import { HDateTime, HDict, HRef, type HVal, MARKER, REMOVE, isRefId, newRecord } from '../haystack/values.js';
+import { HDateTime, HDict, HRef, type HVal, MARKER, REMOVE, equals, isRefId, newRecord } from '../haystack/values.js';
 import { UTC } from '../haystack/tz.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
@@ -75,8 +75,8 @@ export type ModelListener = (change: ModelChange) => void;
  */
 export type CommitHook = (change: { puts: readonly HDict[]; deleted: readonly HDict[] }, ops: BatchOps) => void;
 
-/** Told the id of a record whose transient tags (curVal, curStatus, curErr) were just set. */
-export type TransientListener = (id: string) => void;
+/** Told the id of a record whose transient tags just changed, and the names of those that did. */
+export type TransientListener = (id: string, changed: readonly string[]) => void;
 
 /**
  * Checks a caller's right to each change, run inside the transaction on the validated records
@@ -351,22 +351,34 @@ export class Model {
   setTransient(id: string, tags: Record<string, HVal>): void {
     if (!this.byId.has(id)) return;
     const cur = this.transient.get(id) ?? {};
+    // Only tags whose value differs count as changed: a driver re-reading the same value, or
+    // hisWrite republishing his stats, must not make every watch report the point again.
+    let changed: string[] | undefined;
     for (const [k, v] of Object.entries(tags)) {
-      if (v === null || v === REMOVE) delete cur[k];
-      else cur[k] = v;
+      const old = cur[k];
+      if (v === null || v === REMOVE) {
+        if (old === undefined) continue;
+        delete cur[k];
+      } else {
+        if (old !== undefined && equals(old, v)) continue;
+        cur[k] = v;
+      }
+      (changed ??= []).push(k);
     }
+    if (changed === undefined) return;
     if (Object.keys(cur).length === 0) this.transient.delete(id);
     else this.transient.set(id, cur);
     this.views.delete(id);
-    // The poll hot path (a driver sets thousands of points a second): listeners get the id only
-    // and must be cheap (the watch manager adds it to a Set per watch); they read values later.
-    for (let i = 0; i < this.transientListeners.length; i++) (this.transientListeners[i] as TransientListener)(id);
+    // The poll hot path (a driver sets thousands of points a second): listeners get the id and
+    // the changed tag names only and must be cheap (the watch manager adds the id to a Set per
+    // watch); they read values later.
+    for (let i = 0; i < this.transientListeners.length; i++) (this.transientListeners[i] as TransientListener)(id, changed);
   }
 
   /**
-   * Calls `listener(id)` after every setTransient of an existing record (drivers, updateRec and
-   * createRec setting curVal/curStatus/curErr, hisWrite of a newer sample). Returns the
-   * unsubscribe function.
+   * Calls `listener(id, changed)` after a setTransient of an existing record changed any value
+   * (drivers, updateRec and createRec setting curVal/curStatus/curErr, hisWrite publishing a
+   * newer sample or its his stats). Returns the unsubscribe function.
    */
   onTransient(listener: TransientListener): () => void {
     this.transientListeners.push(listener);

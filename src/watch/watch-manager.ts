@@ -17,7 +17,7 @@ import { HDict, type HNumber, HRef, type HVal, newRecord } from '../haystack/val
 import type { Clock } from '../lib/clock.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
-import type { Model, ModelChange } from '../model/model.js';
+import { type Model, type ModelChange, TRANSIENT_TAGS } from '../model/model.js';
 import { type Lease, parseLease } from './lease.js';
 
 export interface WatchLimits {
@@ -130,7 +130,18 @@ export class WatchManager {
   start(): void {
     if (this.started) return;
     this.started = true;
-    this.unlisten = [this.model.onTransient((id) => this.touched(id)), this.model.onChange((c) => this.modelChanged(c))];
+    this.unlisten = [
+      this.model.onTransient((id, changed) => {
+        // Other transient tags (hisWrite's hisSize/hisStart/hisEnd) are not in watch rows.
+        for (let i = 0; i < changed.length; i++) {
+          if (TRANSIENT_TAGS.has(changed[i] as string)) {
+            this.touched(id);
+            return;
+          }
+        }
+      }),
+      this.model.onChange((c) => this.modelChanged(c)),
+    ];
     this.timer = setInterval(() => this.housekeep(), this.housekeepingMs);
     // Housekeeping alone must not keep the process alive (tests, CLI commands).
     this.timer.unref();

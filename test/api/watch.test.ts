@@ -9,6 +9,7 @@ import { type HDict, type HGrid, HNumber, HRef, type HVal, MARKER } from '../../
 import { ManualClock } from '../../src/lib/clock.js';
 import { ErrorCodes } from '../../src/lib/errors.js';
 import { type Running, startApp } from '../helpers/app.js';
+import { readZincVal } from '../../src/haystack/zinc.js';
 import { type Answer, errOf, gridOf, postGrid } from '../helpers/http.js';
 
 type Tap = Test;
@@ -228,6 +229,29 @@ t.test('watchPoll: changes since the last poll (the first: since watchSub), refr
 
   failed(t, await admin.poll('no-such-watch'), 400, ErrorCodes.WATCH_NOT_FOUND, /subscribe again with watchSub/, 'unknown watch');
   failed(t, await admin.post('watchPoll', [], {}), 400, ErrorCodes.BAD_REQUEST, /needs the meta watchId/, 'no watchId');
+});
+
+t.test('only real changes of curVal/curStatus/curErr are reported: same values, his stats and hisWrite', async (t) => {
+  const { r, admin } = await world(t);
+  ok(
+    t,
+    await admin.post('createRec', [{ id: HRef.of('ph'), point: MARKER, cur: MARKER, his: MARKER, kind: 'Number', tz: 'UTC', name: 'meter', siteRef: HRef.of('s1') }]),
+    'a cur+his point without a driver',
+  );
+  driverSets(r, 'p1', { curVal: HNumber.of(5), curStatus: 'ok' });
+  const { id } = await open(t, admin, ['p1', 'ph']);
+  driverSets(r, 'p1', { curVal: HNumber.of(5), curStatus: 'ok' });
+  ok(t, await admin.post('updateRec', [{ id: HRef.of('p1'), curVal: HNumber.of(5) }]), 'updateRec to the same value');
+  t.equal(ok(t, await admin.poll(id), 'poll').size, 0, 'the same value set again is no change');
+
+  const his = (ts: string, v: number): Promise<Answer> =>
+    postGrid(r.base, 'hisWrite', gridOf([{ ts: readZincVal(ts), val: HNumber.of(v) }], { id: HRef.of('ph') }), { headers: r.auth });
+  ok(t, await his('2024-01-15T08:00:00Z UTC', 10), 'hisWrite a sample');
+  t.same(rowsOf(ok(t, await admin.poll(id), 'poll')), [{ id: 'ph', val: '10', status: 'ok' }], 'hisWrite of the newest sample sets curVal of a point without a driver');
+  ok(t, await his('2024-01-15T07:00:00Z UTC', 3), 'hisWrite an older sample');
+  t.equal(ok(t, await admin.poll(id), 'poll').size, 0, 'an older sample changes his stats only: no row');
+  driverSets(r, 'p1', { hisSize: HNumber.of(99) });
+  t.equal(ok(t, await admin.poll(id), 'poll').size, 0, 'other transient tags are not watched');
 });
 
 t.test('watchSub append: points added, lease kept or changed, only requested rows answered', async (t) => {

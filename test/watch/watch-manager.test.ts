@@ -84,6 +84,28 @@ t.test('the housekeeping timer closes expired watches by the injected clock', as
   t.equal(m.poll('u', long.watchId).rows.length, 0, 'the other lives');
 });
 
+t.test('a point is marked changed only when curVal, curStatus or curErr change value', async (t) => {
+  const { model, clock } = await modelWith(t, 2);
+  const m = new WatchManager({ model, clock });
+  m.start();
+  t.teardown(() => m.stop());
+  const w = m.subscribe('u', { ids: ['p0', 'p1'] }).watchId;
+  const ids = (): string[] => m.poll('u', w).rows.map((r) => (r.get('id') as HRef).id);
+  model.setTransient('p0', { curVal: HNumber.of(1, '°C'), curStatus: 'ok' });
+  t.same(ids(), ['p0']);
+  model.setTransient('p0', { curVal: HNumber.of(1, '°C'), curStatus: 'ok' });
+  model.setTransient('p1', { curErr: null });
+  t.same(ids(), [], 'equal values (a new HNumber, same value and unit) and removing an absent tag are no change');
+  model.setTransient('p0', { curVal: HNumber.of(1, '°F') });
+  t.same(ids(), ['p0'], 'another unit is a change');
+  model.setTransient('p1', { hisSize: HNumber.of(3) });
+  t.same(ids(), [], 'tags outside watch rows are not watched');
+  model.setTransient('p0', { curStatus: 'down', curErr: 'timeout' });
+  model.setTransient('p0', { curErr: null });
+  t.same(ids(), ['p0']);
+  t.same(model.get('p0')?.get('curErr'), undefined, 'removed');
+});
+
 t.test('limits from options; errors are coded', async (t) => {
   const { model, clock } = await modelWith(t, 5);
   const m = new WatchManager({ model, clock, limits: { maxPointsPerWatch: 2 } });
