@@ -298,7 +298,8 @@ export const hisWriteOp: Op = {
       const p = writeNewest(w);
       const prev = before.get(w.pointId) as number;
       const point = { kind: w.kind, unit: unitOf(req.ctx.model, w.pointId) } as Point;
-      publishHisStats(req.ctx.model, history, w.pointId, p.ts > prev ? { ts: p.ts, val: toHVal(point, p.val) } : undefined);
+      // >=: a write at the newest instant replaces the newest sample, so its value is current.
+      publishHisStats(req.ctx.model, history, w.pointId, p.ts >= prev ? { ts: p.ts, val: toHVal(point, p.val) } : undefined);
     }
     return HGrid.empty();
   },
