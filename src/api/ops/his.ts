@@ -292,14 +292,16 @@ export const hisWriteOp: Op = {
   async run(req) {
     const { writes } = writeRequest(req);
     const history = historyOf(req);
-    const before = new Map(writes.map((w) => [w.pointId, history.stats(w.pointId).end ?? -Infinity]));
     await history.writeMany(writes);
     for (const w of writes) {
       const p = writeNewest(w);
-      const prev = before.get(w.pointId) as number;
       const point = { kind: w.kind, unit: unitOf(req.ctx.model, w.pointId) } as Point;
-      // >=: a write at the newest instant replaces the newest sample, so its value is current.
-      publishHisStats(req.ctx.model, history, w.pointId, p.ts >= prev ? { ts: p.ts, val: toHVal(point, p.val) } : undefined);
+      // Compared with the newest sample once this write is in, not with the one before it: writes
+      // to a point run one after another in the store, and a concurrent request that landed an
+      // older sample after a newer one must not set curVal back. At the newest instant this
+      // write's value replaced the stored one, so it is current.
+      const newest = history.stats(w.pointId).end ?? -Infinity;
+      publishHisStats(req.ctx.model, history, w.pointId, p.ts >= newest ? { ts: p.ts, val: toHVal(point, p.val) } : undefined);
     }
     return HGrid.empty();
   },
