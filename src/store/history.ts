@@ -352,6 +352,13 @@ export class HistoryStore {
   private readonly chunkSize: number;
   private readonly metas = new Map<string, Meta>();
   private readonly lock = new KeyedLock();
+  /**
+   * deleteAll calls not yet committed, by point. From the call on, the point has no history for
+   * every caller: stats() shows none, reads wait for the delete, and writes queue behind it on
+   * the point's lock. (A deleted point's history is dropped after deleteRec answers; the point
+   * may be recreated with the same id before that commit lands.)
+   */
+  private readonly dropping = new Map<string, Promise<unknown>>();
   private state: 'new' | 'started' | 'stopped' = 'new';
 
   constructor(store: Store, options: HistoryOptions = {}) {
@@ -397,7 +404,7 @@ export class HistoryStore {
   // Metadata
 
   stats(pointId: string): HisStats {
-    const m = this.metas.get(pointId);
+    const m = this.dropping.has(pointId) ? undefined : this.metas.get(pointId);
     if (m === undefined) return { kind: undefined, size: 0, start: undefined, end: undefined };
     return { kind: m.kind, size: m.size, start: m.start, end: m.end };
   }
@@ -678,7 +685,7 @@ export class HistoryStore {
   async deleteAll(pointId: string): Promise<number> {
     this.checkStarted();
     checkId(pointId);
-    return this.lock.run([pointId], async () => {
+    const done = this.lock.run([pointId], async () => {
       const m = this.metas.get(pointId);
       if (m === undefined) return 0;
       const keys = new PointKeys(pointId);
@@ -696,6 +703,22 @@ export class HistoryStore {
       this.metas.delete(pointId);
       return m.size;
     });
+    const gate = done.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.dropping.set(pointId, gate);
+    try {
+      return await done;
+    } finally {
+      if (this.dropping.get(pointId) === gate) this.dropping.delete(pointId);
+    }
+  }
+
+  /** Waits for a deleteAll of the point in flight (see `dropping`). */
+  private async dropped(pointId: string): Promise<void> {
+    const d = this.dropping.get(pointId);
+    if (d !== undefined) await d;
   }
 
   // -------------------------------------------------------------------------------------------
@@ -724,6 +747,7 @@ export class HistoryStore {
     this.checkStarted();
     checkId(pointId);
     checkRange(start, end);
+    await this.dropped(pointId);
     const keys = new PointKeys(pointId);
     const got = await this.withSnapshot(async (snapshot) => {
       const kind = await this.snapshotKind(keys, snapshot);
@@ -774,6 +798,7 @@ export class HistoryStore {
   async first(pointId: string): Promise<HisSample | undefined> {
     this.checkStarted();
     checkId(pointId);
+    await this.dropped(pointId);
     const keys = new PointKeys(pointId);
     return this.withSnapshot(async (snapshot) => {
       const kind = await this.snapshotKind(keys, snapshot);
@@ -792,6 +817,7 @@ export class HistoryStore {
   async last(pointId: string): Promise<HisSample | undefined> {
     this.checkStarted();
     checkId(pointId);
+    await this.dropped(pointId);
     const keys = new PointKeys(pointId);
     return this.withSnapshot(async (snapshot) => {
       const kind = await this.snapshotKind(keys, snapshot);
