@@ -136,3 +136,87 @@ t.test('a watch round trip through the client: watchSub, poll, watchExtend, watc
   await t.rejects(poll(), 'polling a closed watch fails: the client re-subscribes');
   await t.rejects(c.watchSub([sat], '60000', 'ms as text'), 'a lease without a time unit is refused');
 });
+
+t.test('a history round trip through the client: hisWrite, hisRead, hisDelete (plain and batch)', async (t) => {
+  const s = await startApp(t);
+  const c = client(s.base);
+  await c.create([{ site: 'm:', name: 's:hq', tz: 's:Sydney' }]);
+  const made = await c.create([
+    { point: 'm:', his: 'm:', kind: 's:Number', name: 's:temp', siteRef: 'r:hq', unit: 's:°C', tz: 's:Sydney' },
+    { point: 'm:', his: 'm:', kind: 's:Bool', name: 's:fan', siteRef: 'r:hq', tz: 's:Sydney' },
+  ]);
+  const [temp, fan] = made.rows.map((r) => String(r.id).slice(2).split(' ')[0] as string) as [string, string];
+  const T0 = Date.UTC(2024, 0, 12); // 2024-01-12T11:00+11:00 Sydney
+  const HOUR = 3600_000;
+  const ts = (h: number): string => `t:${new Date(T0 + h * HOUR).toISOString()} UTC`; // as Date.toHSJSON writes it
+
+  // HisWritePayload strips units ("n:20 °C" -> "n:20"): the server takes them in the point's unit.
+  const payload = new jsWideSky.HisWritePayload();
+  payload.add(`r:${temp}`, [0, 1, 2, 3, 4, 5].map((h) => ({ ts: ts(h), val: `n:${20 + h} °C` })));
+  payload.add(`r:${fan}`, [0, 1, 2].map((h) => ({ ts: ts(h), val: h % 2 === 0 })));
+  t.equal(payload.size, 9);
+  const w = await c.hisWrite(payload.payload);
+  t.same(w.cols, [{ name: 'empty' }], 'hisWrite answers an empty grid');
+
+  // hisRead with two Dates: GET hisRead?id=@...&range="<from> UTC,<to> UTC"
+  const byDates = await c.hisRead(temp, new Date(T0), new Date(T0 + 3 * HOUR));
+  t.same(byDates.rows, [
+    { ts: 't:2024-01-12T00:00:00Z UTC', val: 'n:20 °C' },
+    { ts: 't:2024-01-12T01:00:00Z UTC', val: 'n:21 °C' },
+    { ts: 't:2024-01-12T02:00:00Z UTC', val: 'n:22 °C' },
+  ], 'start included, end excluded, in UTC (the range\'s zone), with the point\'s unit');
+  t.equal(byDates.meta.hisStart, 't:2024-01-12T00:00:00Z UTC');
+  t.equal(byDates.meta.hisEnd, 't:2024-01-12T03:00:00Z UTC');
+  t.match(byDates.meta.id, new RegExp(`^r:${temp}`));
+
+  // A Date range string: the day of the point's zone, answered in that zone.
+  const day = await c.hisRead(temp, '2024-01-12');
+  t.equal(day.rows.length, 6, 'all of Sydney\'s 12 January');
+  t.same(day.rows[0], { ts: 't:2024-01-12T11:00:00+11:00 Sydney', val: 'n:20 °C' });
+  t.equal(day.meta.hisStart, 't:2024-01-12T00:00:00+11:00 Sydney');
+
+  // Several points: id0, id1 in the query; value columns carry the point ids.
+  const both = await c.hisRead([temp, fan], new Date(T0), new Date(T0 + 2 * HOUR));
+  t.same(both.cols.map((col) => col.name), ['ts', 'v0', 'v1']);
+  t.match((both.cols[1] as Record<string, unknown>).id, new RegExp(`^r:${temp}`));
+  t.match((both.cols[2] as Record<string, unknown>).id, new RegExp(`^r:${fan}`));
+  t.same(both.rows, [
+    { ts: 't:2024-01-12T00:00:00Z UTC', v0: 'n:20 °C', v1: true },
+    { ts: 't:2024-01-12T01:00:00Z UTC', v0: 'n:21 °C', v1: false },
+  ]);
+
+  // hisDelete: the client's POST with range and id (its range must be an s: Str).
+  await c.hisDelete(temp, 's:2024-01-12T01:00:00Z UTC,2024-01-12T03:00:00Z UTC');
+  const after = await c.hisRead(temp, new Date(T0), new Date(T0 + 6 * HOUR));
+  t.same(after.rows.map((r) => r.val), ['n:20 °C', 'n:23 °C', 'n:24 °C', 'n:25 °C'], 'only that span is gone');
+  await c.hisDelete([temp, fan], 's:2024-01-12');
+  t.equal((await c.hisRead([temp, fan], '2024-01-12')).rows.length, 0, 'a Date range over two points (id0, id1) deletes both');
+
+  // Errors reach the caller as rejections, and nothing is written.
+  await t.rejects(c.hisWrite({ [ts(0)]: { [`r:${temp}`]: 's:warm' } }), 'a Str to a Number point is refused');
+  await t.rejects(c.hisWrite({ [ts(0)]: { [`r:${temp}`]: 'n:1', 'r:nope': 'n:2' } }), 'an unknown point is refused');
+  t.equal((await c.hisRead(temp, '2024-01-12')).rows.length, 0, 'nothing of either was written');
+  await t.rejects(c.hisRead(temp, 'tomorrow'), 'a bad range is refused');
+
+  // The batch helpers: hisWrite split in several requests, hisRead per point.
+  const big = new jsWideSky.HisWritePayload();
+  big.add(`r:${temp}`, Array.from({ length: 250 }, (_, i) => ({ ts: ts(i), val: `n:${i}` })));
+  big.add(`r:${fan}`, Array.from({ length: 250 }, (_, i) => ({ ts: ts(i), val: i % 3 === 0 })));
+  const bw = await c.batch.hisWrite(big, { batchSize: 100 });
+  t.same(bw.errors, [], 'batch.hisWrite: no errors');
+  const br = await c.batch.hisRead([temp, fan], new Date(T0), new Date(T0 + 250 * HOUR));
+  t.same(br.errors, [], 'batch.hisRead: no errors');
+  t.same(br.success.map((rows) => rows.length), [250, 250], 'every sample of both points');
+  t.same(br.success[0]?.[249], { ts: 't:2024-01-22T09:00:00Z UTC', val: 'n:249 °C' });
+
+  // batch.hisDelete first reads the span, then finds its start with Date.parse(ts without "t:"):
+  // Date.parse('2024-01-12T00:00:00Z UTC') is NaN, so the client throws "Invalid time value"
+  // before it sends a single hisDelete. Every Haystack DateTime this server writes carries its
+  // zone name (interface.md: `t:<date>T<time><offset> <tz>`), so this is the client's to fix.
+  await t.test('batch.hisDelete', { todo: 'the client Date.parses Haystack DateTimes with their zone name (NaN -> "Invalid time value")' }, async (t) => {
+    const bd = await c.batch.hisDelete([temp, fan], new Date(T0 + 10 * HOUR), new Date(T0 + 250 * HOUR), { batchSize: 50 });
+    t.same(bd.errors, [], 'batch.hisDelete: no errors');
+    const left = await c.batch.hisRead([temp, fan], new Date(T0), new Date(T0 + 250 * HOUR));
+    t.same(left.success.map((rows) => rows.length), [10, 10], 'batch.hisDelete removed its span of both points');
+  });
+});

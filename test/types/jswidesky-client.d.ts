@@ -27,9 +27,28 @@ declare module '@widesky/jswidesky-client' {
     watchExtend(watchId: string, pointIds: string | string[], lease?: string): Promise<Grid>;
     watchUnsub(watchId: string, deletePointIds?: string | string[], close?: boolean): Promise<Grid>;
     submitRequest(method: string, uri: string, body?: unknown, config?: unknown): Promise<Grid>;
+    hisWrite(records: Record<string, Record<string, unknown>>): Promise<Grid>;
+    hisRead(ids: string | string[], from: string | Date, to?: Date, batchSize?: number): Promise<Grid>;
+    hisDelete(ids: string | string[], range: string): Promise<Grid>;
+    batch: {
+      hisWrite(data: HisWritePayload | Record<string, Record<string, unknown>>, options?: unknown): Promise<BatchResult<Grid>>;
+      hisRead(ids: string[], from: string | Date, to?: Date, options?: unknown): Promise<BatchResult<{ ts: string; val: unknown }[]>>;
+      hisDelete(ids: string[], timeStart: Date, timeEnd: Date, options?: unknown): Promise<BatchResult<Grid>>;
+    };
     impersonateAs(userId: string): void;
     unsetImpersonate(): void;
   }
-  const jsWideSky: { WideSkyClient: typeof WideSkyClient };
+  interface BatchResult<T> {
+    success: T[];
+    errors: { error: string; args: unknown[] }[];
+  }
+  export class HisWritePayload {
+    constructor(payload?: Record<string, Record<string, unknown>>);
+    readonly payload: Record<string, Record<string, unknown>>;
+    readonly size: number;
+    add(id: string, data: { ts: string; val: string | boolean }[]): void;
+    reset(): void;
+  }
+  const jsWideSky: { WideSkyClient: typeof WideSkyClient; HisWritePayload: typeof HisWritePayload };
   export default jsWideSky;
 }
