@@ -2,17 +2,28 @@
  * Time zones: Haystack zone names (the last part of an IANA name: `New_York`, `Sydney`, plus
  * `UTC`, `Rel`, `GMT`, `GMT+n`, `GMT-n`) to zones that give the UTC offset at any instant.
  *
- * Offsets come from Node's Intl (the ICU tz database) but are cached per zone in 15-minute
- * buckets: a bucket whose start and end share an offset has that offset throughout (no zone
- * changes offset twice within 15 minutes), a bucket that straddles a transition is resolved
- * exactly per instant. So per-sample paths (formatting history, validating parsed offsets) cost a
- * Map lookup, not an Intl or luxon call. This is hand-written rather than luxon because luxon
- * parses at ~61k/s here while this path must run at millions of samples per second.
+ * Offsets come from Node's Intl (the ICU tz database), learned per zone as periods of constant
+ * offset with their exact transitions (see learnPeriod), so per-sample paths (formatting history,
+ * validating parsed offsets) cost a range check, or a binary search, not an Intl or luxon call.
+ * Hand-written rather than luxon because luxon parses at ~61k/s here while this path must run at
+ * millions of samples per second.
  */
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 
-const BUCKET_MS = 15 * 60_000;
-const MAX_CACHE = 250_000;
+/** How far apart offset probes are: no zone changes offset twice within six hours. */
+const PROBE_MS = 6 * 3600_000;
+/** How far a period is explored each way from the first instant asked about. */
+const LEARN_SPAN_MS = 40 * 86_400_000;
+const MAX_PERIODS = 10_000;
+
+interface Period {
+  /** Epoch ms, inclusive. */
+  start: number;
+  /** Epoch ms, exclusive. */
+  end: number;
+  /** Offset in seconds. */
+  off: number;
+}
 
 /** `GMT+5` is the POSIX-style Etc zone: five hours *behind* UTC. */
 const GMT_NAME = /^GMT([+-])(\d{1,2})$/;
@@ -59,28 +70,27 @@ export class TimeZone {
   readonly name: string;
   /** IANA name, e.g. `America/New_York`; `UTC` for UTC and Rel. */
   readonly iana: string;
-  /** `" <name>\""`: what follows the offset when a DateTime ends a JSON string. */
-  readonly suffix: string;
   /** The offset in seconds when the zone never changes it, else null. */
   readonly fixedOffset: number | null;
 
   private readonly dtf: Intl.DateTimeFormat | null;
-  private readonly buckets = new Map<number, number>();
-  private readonly offsetText = new Map<number, string>();
+  private readonly offsetTails = new Map<number, [string, string, string]>();
+  private lastTailsOff = NaN;
+  private lastTails: [string, string, string] = ['', '', ''];
   private readonly utcZ: boolean;
   private readonly rel: boolean;
   // Last formatted local day, so sorted history formats its date prefix once per day.
   private lastDay = NaN;
   private lastDayText = '';
-  // Last bucket looked up: consecutive samples nearly always fall in the same one.
-  private lastBucket = NaN;
-  private lastBucketOffset = 0;
+  // Spans of constant offset learned so far, sorted and disjoint; and the last one used, since
+  // consecutive samples nearly always fall in it.
+  private periods: Period[] = [];
+  private lastPeriod: Period | undefined;
 
   constructor(name: string, iana: string, fixedOffset: number | null) {
     this.name = name;
     this.iana = iana;
     this.fixedOffset = fixedOffset;
-    this.suffix = ` ${name}"`;
     this.utcZ = name === 'UTC';
     this.rel = name === 'Rel';
     this.dtf =
@@ -102,20 +112,79 @@ export class TimeZone {
   /** UTC offset in seconds in force at the instant. */
   offsetAt(epochMs: number): number {
     if (this.fixedOffset !== null) return this.fixedOffset;
-    const b = Math.floor(epochMs / BUCKET_MS);
-    if (b === this.lastBucket) return this.lastBucketOffset;
-    let off = this.buckets.get(b);
-    if (off === undefined) {
-      const start = this.exactOffset(b * BUCKET_MS);
-      const end = this.exactOffset((b + 1) * BUCKET_MS - 1);
-      off = start === end ? start : NaN;
-      if (this.buckets.size >= MAX_CACHE) this.buckets.clear();
-      this.buckets.set(b, off);
+    const last = this.lastPeriod;
+    if (last !== undefined && epochMs >= last.start && epochMs < last.end) return last.off;
+    const p = this.findPeriod(epochMs) ?? this.learnPeriod(epochMs);
+    this.lastPeriod = p;
+    return p.off;
+  }
+
+  private findPeriod(t: number): Period | undefined {
+    const ps = this.periods;
+    let lo = 0;
+    let hi = ps.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const p = ps[mid] as Period;
+      if (t < p.start) hi = mid - 1;
+      else if (t >= p.end) lo = mid + 1;
+      else return p;
     }
-    if (off !== off) return this.exactOffset(epochMs);
-    this.lastBucket = b;
-    this.lastBucketOffset = off;
-    return off;
+    return undefined;
+  }
+
+  /**
+   * Finds the span of constant offset around `t` with Intl: probes every PROBE_MS out to
+   * LEARN_SPAN_MS each way, and where a probe differs, bisects to the second of the transition.
+   * Offsets never change twice within PROBE_MS, so no transition is stepped over. A year of
+   * history then costs a few hundred Intl calls in all, not one per sample or per bucket.
+   */
+  private learnPeriod(t: number): Period {
+    const off = this.exactOffset(t);
+    const edge = (dir: 1 | -1): number => {
+      let same = t;
+      for (let travelled = 0; travelled < LEARN_SPAN_MS; travelled += PROBE_MS) {
+        const probe = same + dir * PROBE_MS;
+        if (this.exactOffset(probe) === off) {
+          same = probe;
+          continue;
+        }
+        // Bisect (in whole seconds: offsets change on second boundaries) between same and probe.
+        let a = Math.floor(same / 1000);
+        let b = Math.floor(probe / 1000);
+        while (Math.abs(b - a) > 1) {
+          const m = Math.floor((a + b) / 2);
+          if (this.exactOffset(m * 1000) === off) a = m;
+          else b = m;
+        }
+        // dir 1: the offset changes at second b (exclusive end); dir -1: it holds from second a.
+        return dir === 1 ? b * 1000 : a * 1000;
+      }
+      // No transition within the span: the period is known to reach this far.
+      return dir === 1 ? same + 1 : same;
+    };
+    const p: Period = { start: edge(-1), end: edge(1), off };
+    this.insertPeriod(p);
+    return p;
+  }
+
+  private insertPeriod(p: Period): void {
+    if (this.periods.length >= MAX_PERIODS) this.periods = [];
+    const ps = this.periods;
+    let i = 0;
+    while (i < ps.length && (ps[i] as Period).end < p.start) i++;
+    // Merge with neighbours that overlap or touch (same offset by construction: it is a function).
+    let j = i;
+    while (j < ps.length && (ps[j] as Period).start <= p.end) {
+      const q = ps[j] as Period;
+      if (q.off === p.off) {
+        p.start = Math.min(p.start, q.start);
+        p.end = Math.max(p.end, q.end);
+      }
+      j++;
+    }
+    const kept = ps.slice(i, j).filter((q) => q.off !== p.off);
+    ps.splice(i, j - i, ...[...kept, p].sort((a, b) => a.start - b.start));
   }
 
   private exactOffset(epochMs: number): number {
@@ -183,8 +252,12 @@ export class TimeZone {
     return (later ? candidates[candidates.length - 1] : candidates[0]) as number;
   }
 
-  /** `YYYY-MM-DDThh:mm:ss[.fff]` plus the offset in force (`Z` for UTC, `-00:00` for Rel). */
-  formatInstant(epochMs: number): string {
+  /**
+   * `YYYY-MM-DDThh:mm:ss[.fff]` plus the offset in force (`Z` for UTC, `-00:00` for Rel), then per
+   * `tail`: nothing (0), ` Zone` as Zinc writes it (1), or ` Zone"` ending a JSON string (2). The
+   * tails are built once per offset, so writing history concatenates a handful of cached pieces.
+   */
+  formatInstant(epochMs: number, tail: 0 | 1 | 2 = 0): string {
     const off = this.offsetAt(epochMs);
     const local = epochMs + off * 1000;
     const day = Math.floor(local / 86_400_000);
@@ -200,13 +273,19 @@ export class TimeZone {
     const sec = secOfDay % 60;
     let text = this.lastDayText + MINUTE_TEXT[(secOfDay - sec) / 60] + PAD2[sec];
     if (ms !== 0) text += ms < 10 ? '.00' + ms : ms < 100 ? '.0' + ms : '.' + ms;
-    let ot = this.offsetText.get(off);
-    if (ot === undefined) {
-      ot = formatOffset(off, this.utcZ, this.rel);
-      this.offsetText.set(off, ot);
+    if (off !== this.lastTailsOff) {
+      let t = this.offsetTails.get(off);
+      if (t === undefined) {
+        const o = formatOffset(off, this.utcZ, this.rel);
+        t = [o, o + ' ' + this.name, o + ' ' + this.name + '"'];
+        this.offsetTails.set(off, t);
+      }
+      this.lastTails = t;
+      this.lastTailsOff = off;
     }
-    return text + ot;
+    return text + this.lastTails[tail];
   }
+
 
   toString(): string {
     return this.name;

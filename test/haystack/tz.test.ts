@@ -167,3 +167,29 @@ t.test('early years are not read as 19xx', async (t) => {
   t.equal(parseDate('1970-01-01').toEpochDay(), 0);
   t.equal(parseDate('2024-03-10').toEpochDay(), Date.UTC(2024, 2, 10) / 86_400_000);
 });
+
+t.test('learned offset periods agree with Intl at random instants', async (t) => {
+  // Independent reference: the offset Intl gives for the instant, computed from its parts.
+  const reference = (iana: string, ms: number): number => {
+    const parts = new Intl.DateTimeFormat('en-US', { timeZone: iana, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric', era: 'short' }).formatToParts(ms);
+    const get = (type: string): number => Number(parts.find((p) => p.type === type)?.value);
+    const bc = parts.find((p) => p.type === 'era')?.value.startsWith('B') === true;
+    const d = new Date(0);
+    d.setUTCFullYear(bc ? 1 - get('year') : get('year'), get('month') - 1, get('day'));
+    d.setUTCHours(get('hour'), get('minute'), get('second'), 0);
+    return Math.round((d.getTime() - Math.floor(ms / 1000) * 1000) / 1000);
+  };
+  let seed = 12345;
+  const rnd = (): number => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const lo = Date.UTC(1900, 0, 1);
+  const hi = Date.UTC(2040, 0, 1);
+  for (const name of ['New_York', 'Sydney', 'London', 'Lord_Howe', 'Casablanca', 'Santiago', 'Tehran', 'Kathmandu', 'Chatham', 'Apia']) {
+    const tz = timeZone(name);
+    let bad = 0;
+    for (let i = 0; i < 150; i++) {
+      const ms = Math.floor(lo + rnd() * (hi - lo));
+      if (tz.offsetAt(ms) !== reference(tz.iana, ms)) bad++;
+    }
+    t.equal(bad, 0, `${name}: every random instant has Intl's offset`);
+  }
+});
