@@ -4,9 +4,9 @@
  * a format added here is accepted, answered and advertised together.
  */
 import { writeCsv } from '../haystack/csv.js';
-import { readJsonGrid, writeJsonGrid } from '../haystack/json.js';
+import { readJsonGrid, writeJsonChunks, writeJsonGrid } from '../haystack/json.js';
 import type { HGrid } from '../haystack/values.js';
-import { readZinc, writeZinc } from '../haystack/zinc.js';
+import { readZinc, writeZinc, writeZincChunks } from '../haystack/zinc.js';
 
 export interface Codec {
   /** `type/subtype`, lower case, no parameters. */
@@ -15,6 +15,8 @@ export interface Codec {
   readonly contentType: string;
   readonly read?: (text: string) => HGrid;
   readonly write?: (grid: HGrid) => string;
+  /** The text in pieces, for grids worth streaming (history); concatenated they equal `write`. */
+  readonly chunks?: (grid: HGrid) => Iterable<string>;
   /** Whether the format carries grid meta, so an error grid (meta `err`, `dis`) survives it. */
   readonly carriesMeta: boolean;
   /** Listed by the `formats` op; false for aliases of a listed format. */
@@ -27,6 +29,7 @@ export const JSON_CODEC: Codec = {
   contentType: 'application/json',
   read: readJsonGrid,
   write: writeJsonGrid,
+  chunks: writeJsonChunks,
   carriesMeta: true,
   listed: true,
 };
@@ -42,12 +45,13 @@ export const CODECS: readonly Codec[] = [
     contentType: 'application/vnd.haystack+json',
     read: readJsonGrid,
     write: writeJsonGrid,
+    chunks: writeJsonChunks,
     carriesMeta: true,
     listed: false,
   },
-  { mime: 'text/zinc', contentType: 'text/zinc; charset=utf-8', read: readZinc, write: writeZinc, carriesMeta: true, listed: true },
+  { mime: 'text/zinc', contentType: 'text/zinc; charset=utf-8', read: readZinc, write: writeZinc, chunks: writeZincChunks, carriesMeta: true, listed: true },
   // text/plain is Zinc too (wire-notes §1).
-  { mime: 'text/plain', contentType: 'text/plain; charset=utf-8', read: readZinc, write: writeZinc, carriesMeta: true, listed: true },
+  { mime: 'text/plain', contentType: 'text/plain; charset=utf-8', read: readZinc, write: writeZinc, chunks: writeZincChunks, carriesMeta: true, listed: true },
   { mime: 'text/csv', contentType: 'text/csv; charset=utf-8', write: writeCsv, carriesMeta: false, listed: true },
 ];
 

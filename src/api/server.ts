@@ -9,6 +9,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import polka, { type IError, type NextHandler, type Request } from 'polka';
+import { HisGrid } from '../haystack/his-grid.js';
 import { HGrid } from '../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { AuthService } from '../auth/auth.js';
@@ -110,6 +111,42 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     res.end(req.method === 'HEAD' ? undefined : body);
   }
 
+  /**
+   * Streams a large answer (history) in chunks with backpressure: each chunk is encoded and sent
+   * while young, so a point-year never sits in memory as one 30 MB string. The status is sent
+   * first; a failure after that can only cut the connection (and is logged).
+   */
+  async function sendChunks(req: IncomingMessage, res: ServerResponse, codec: Codec, chunks: Iterable<string>): Promise<void> {
+    if (res.headersSent || res.destroyed) return;
+    const headers: Record<string, string> = { 'Content-Type': codec.contentType, Vary: 'Accept' };
+    if (closing) headers.Connection = 'close';
+    res.writeHead(200, headers);
+    if (req.method === 'HEAD') {
+      res.end();
+      return;
+    }
+    try {
+      for (const chunk of chunks) {
+        if (res.destroyed) return;
+        if (!res.write(chunk)) {
+          await new Promise<void>((resolve) => {
+            const done = (): void => {
+              res.off('drain', done);
+              res.off('close', done);
+              resolve();
+            };
+            res.on('drain', done);
+            res.on('close', done);
+          });
+        }
+      }
+      res.end();
+    } catch (e) {
+      log.error({ err: e, reqId: exchangeOf(res).id, path: pathOf(req) }, 'error while streaming an answer: connection cut');
+      res.destroy();
+    }
+  }
+
   function sendError(req: IncomingMessage, res: ServerResponse, e: unknown): void {
     const x = exchangeOf(res);
     const status = statusOf(e);
@@ -163,7 +200,8 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
       }
       const grid = await requestGrid(req, method);
       const result = await op.run({ op: op.name, method, grid, ctx, principal });
-      send(req, res, 200, x.codec, result);
+      if (result instanceof HisGrid && x.codec.chunks !== undefined) await sendChunks(req, res, x.codec, x.codec.chunks(result));
+      else send(req, res, 200, x.codec, result);
     } catch (e) {
       sendError(req, res, e);
     }

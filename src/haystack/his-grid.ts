@@ -56,3 +56,18 @@ export class HisGrid extends HGrid {
     return out;
   }
 }
+
+/**
+ * The texts of rows 0..n-1 in chunks of `per` rows, each chunk one flat string joined with `sep`
+ * (and starting with `sep` after the first). Encoders stream history this way: each chunk is
+ * built, flattened and handed on while young, instead of half a million small strings living
+ * until one final join, which the garbage collector made three times slower.
+ */
+export function* rowChunks(n: number, row: (i: number) => string, sep: string, per = 2048): Generator<string> {
+  for (let start = 0; start < n; start += per) {
+    const end = Math.min(n, start + per);
+    const parts = new Array<string>(end - start);
+    for (let i = start; i < end; i++) parts[i - start] = row(i);
+    yield (start === 0 ? '' : sep) + parts.join(sep);
+  }
+}

@@ -7,7 +7,7 @@
  * grids of 100,000 rows go through here.
  */
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
-import { HisGrid } from './his-grid.js';
+import { HisGrid, rowChunks } from './his-grid.js';
 import { parseDate, parseDateTime, parseTime } from './datetime.js';
 import {
   HBin,
@@ -294,7 +294,7 @@ export function readJsonGrid(text: string): HGrid {
 export function scalarJsonText(v: HVal): string {
   if (typeof v === 'string') return 's:' + v;
   if (v instanceof HNumber) return v.unit === null ? 'n:' + v.numText() : 'n:' + v.numText() + ' ' + v.unit;
-  if (v instanceof HDateTime) return 't:' + v.tz.formatInstant(v.epochMs) + ' ' + v.tz.name;
+  if (v instanceof HDateTime) return 't:' + v.tz.formatInstant(v.epochMs, 1);
   if (v === MARKER) return 'm:';
   if (v instanceof HRef) return v.dis === null ? 'r:' + v.id : 'r:' + v.id + ' ' + v.dis;
   if (v instanceof HDate) return 'd:' + v.toString();
@@ -323,7 +323,7 @@ export function encodeVal(v: HVal): JsonValue {
 
 /** JSON text of one value. Numbers and DateTimes need no escaping (units and zone names hold no quote, backslash or control char). */
 export function writeJsonVal(v: HVal): string {
-  if (v instanceof HDateTime) return '"t:' + v.tz.formatInstant(v.epochMs) + v.tz.suffix;
+  if (v instanceof HDateTime) return '"t:' + v.tz.formatInstant(v.epochMs, 2);
   if (v instanceof HNumber) return v.unit === null ? '"n:' + v.numText() + '"' : '"n:' + v.numText() + ' ' + v.unit + '"';
   if (v === null) return 'null';
   if (v === true) return 'true';
@@ -355,26 +355,45 @@ function writeJsonDict(d: HDict, first = ''): string {
   return '{' + first + (first !== '' && rest !== '' ? ',' : '') + rest + '}';
 }
 
-/** Rows of a history grid straight from its columns (no dict, DateTime or Number per sample). */
-function hisRowsJson(g: HisGrid): string {
+/** One row of a history grid, from its columns (no dict, DateTime or Number per sample). */
+function hisRowJson(g: HisGrid): (i: number) => string {
   const { ts, tz, values } = g;
-  const parts = new Array<string>(ts.length);
-  const unit = values.kind === 'Number' && values.unit !== null ? ' ' + values.unit + '"}' : '"}';
-  for (let i = 0; i < ts.length; i++) {
-    const head = '{"ts":"t:' + tz.formatInstant(ts[i] as number) + tz.suffix + ',"val":';
-    if (values.kind === 'Number') parts[i] = head + '"n:' + numberText(values.val[i] as number) + unit;
-    else if (values.kind === 'Bool') parts[i] = head + (values.val[i] === true ? 'true}' : 'false}');
-    else parts[i] = head + JSON.stringify('s:' + (values.val[i] as string)) + '}';
+  switch (values.kind) {
+    case 'Number': {
+      const tail = values.unit !== null ? ' ' + values.unit + '"}' : '"}';
+      return (i) => '{"ts":"t:' + tz.formatInstant(ts[i] as number, 2) + ',"val":"n:' + numberText(values.val[i] as number) + tail;
+    }
+    case 'Bool':
+      return (i) => '{"ts":"t:' + tz.formatInstant(ts[i] as number, 2) + (values.val[i] === true ? ',"val":true}' : ',"val":false}');
+    case 'Str':
+      return (i) => '{"ts":"t:' + tz.formatInstant(ts[i] as number, 2) + ',"val":' + JSON.stringify('s:' + (values.val[i] as string)) + '}';
   }
-  return parts.join(',');
+}
+
+/**
+ * A grid's JSON text in pieces that concatenate to writeJsonGrid's: history grids come in chunks
+ * of rows (see rowChunks), anything else in one piece. The server streams these.
+ */
+export function* writeJsonChunks(g: HGrid): Generator<string> {
+  if (!(g instanceof HisGrid)) {
+    yield writeJsonGrid(g);
+    return;
+  }
+  yield jsonHead(g) + '],"rows":[';
+  yield* rowChunks(g.size, hisRowJson(g), ',');
+  yield ']}';
 }
 
 /** JSON text of rows already written (see writeJsonGrid). */
 const rowText = new WeakMap<HDict, string>();
 
-/** JSON text of a grid; meta always carries `ver: "2.0"` first. */
-export function writeJsonGrid(g: HGrid): string {
-  let out = '{"meta":' + (g.meta.isEmpty() ? '{"ver":"2.0"}' : writeJsonDict(g.meta.has('ver') ? g.meta.without('ver') : g.meta, '"ver":"2.0"')) + ',"cols":[';
+/** `{"meta":{...},"cols":[...` of a grid (without the closing bracket of cols). */
+function jsonHead(g: HGrid): string {
+  return jsonHeadParts(g).head;
+}
+
+function jsonHeadParts(g: HGrid): { head: string; names: string[]; keys: string[] } {
+  let head = '{"meta":' + (g.meta.isEmpty() ? '{"ver":"2.0"}' : writeJsonDict(g.meta.has('ver') ? g.meta.without('ver') : g.meta, '"ver":"2.0"')) + ',"cols":[';
   const cols = g.cols;
   const names = new Array<string>(cols.length);
   const keys = new Array<string>(cols.length);
@@ -385,11 +404,17 @@ export function writeJsonGrid(g: HGrid): string {
     keys[i] = q + ':';
     const m = c.meta;
     const rest = m.isEmpty() ? '' : writeJsonEntries(m.has('name') ? m.without('name') : m);
-    out += (i === 0 ? '{"name":' : ',{"name":') + q + (rest === '' ? '}' : ',' + rest + '}');
+    head += (i === 0 ? '{"name":' : ',{"name":') + q + (rest === '' ? '}' : ',' + rest + '}');
   }
+  return { head, names, keys };
+}
+
+/** JSON text of a grid; meta always carries `ver: "2.0"` first. */
+export function writeJsonGrid(g: HGrid): string {
+  if (g instanceof HisGrid) return [...writeJsonChunks(g)].join('');
+  const { head: out, names, keys } = jsonHeadParts(g);
   // One string per row, joined once: appending to a single string builds a rope whose pieces all
   // stay alive until it is flattened, and the garbage collector pays for every one of them.
-  if (g instanceof HisGrid) return out + '],"rows":[' + hisRowsJson(g) + ']}';
   const rows = g.rows;
   const parts = new Array<string>(rows.length);
   if (g.rowsWithinCols) {

@@ -263,7 +263,7 @@ export class HDateTime {
     return new HTime(Math.floor(sec / 3600), Math.floor(sec / 60) % 60, sec % 60, msOfDay % 1000);
   }
   toString(): string {
-    return this.tz.formatInstant(this.epochMs) + ' ' + this.tz.name;
+    return this.tz.formatInstant(this.epochMs, 1);
   }
 }
 

@@ -14,7 +14,7 @@
  * that does not follow the grammar (the tokenizer also reports malformed Dates, Times and DateTimes
  * this way), HL_BAD_VALUE for well-formed values out of range (`C(95,0)`, a lowercase XStr type).
  */
-import { HisGrid } from './his-grid.js';
+import { HisGrid, rowChunks } from './his-grid.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { SYM_CLOSE_GRID, SYM_COMMA, type Token, Tokenizer } from './tokenizer.js';
 import {
@@ -127,18 +127,17 @@ function zincNumberOf(x: number, unit: string | null): string {
   return (text === '0' && unit.startsWith('x') ? '0.0' : text) + unit;
 }
 
-/** Rows of a history grid straight from its columns (no dict, DateTime or Number per sample). */
-function hisRows(g: HisGrid): string {
+/** One row of a history grid (with its newline), from its columns: no dict, DateTime or Number per sample. */
+function hisRowZinc(g: HisGrid): (i: number) => string {
   const { ts, tz, values } = g;
-  const zone = ' ' + tz.name + ',';
-  const parts = new Array<string>(ts.length);
-  for (let i = 0; i < ts.length; i++) {
-    const head = tz.formatInstant(ts[i] as number) + zone;
-    if (values.kind === 'Number') parts[i] = head + zincNumberOf(values.val[i] as number, values.unit);
-    else if (values.kind === 'Bool') parts[i] = head + (values.val[i] === true ? 'T' : 'F');
-    else parts[i] = head + zincStr(values.val[i] as string);
+  switch (values.kind) {
+    case 'Number':
+      return (i) => tz.formatInstant(ts[i] as number, 1) + ',' + zincNumberOf(values.val[i] as number, values.unit) + '\n';
+    case 'Bool':
+      return (i) => tz.formatInstant(ts[i] as number, 1) + (values.val[i] === true ? ',T\n' : ',F\n');
+    case 'Str':
+      return (i) => tz.formatInstant(ts[i] as number, 1) + ',' + zincStr(values.val[i] as string) + '\n';
   }
-  return parts.length === 0 ? '' : parts.join('\n') + '\n';
 }
 
 function cannotEncode(message: string): HayloftError {
@@ -163,7 +162,7 @@ class ZincWriter {
     }
     // Ordered by how often each kind fills a cell: history numbers and timestamps first.
     if (v instanceof HNumber) return zincNumber(v);
-    if (v instanceof HDateTime) return v.tz.formatInstant(v.epochMs) + ' ' + v.tz.name;
+    if (v instanceof HDateTime) return v.tz.formatInstant(v.epochMs, 1);
     if (v === MARKER) return 'M';
     if (v instanceof HRef) return v.dis === null ? '@' + v.id : '@' + v.id + ' ' + zincStr(v.dis);
     if (v instanceof HDate || v instanceof HTime) return v.toString();
@@ -211,12 +210,12 @@ class ZincWriter {
     return out;
   }
 
-  /** The grid after its `ver` item: meta, columns, rows, each line ending in a newline. */
-  body(g: HGrid): string {
+  /** The grid's meta and column lines after its `ver` item, and the column names. */
+  head(g: HGrid): { out: string; names: string[] } {
     const meta = g.meta.has('ver') ? g.meta.without('ver') : g.meta;
     const metaText = meta.isEmpty() ? '' : ' ' + this.tags(meta, 'grid meta');
     const cols = g.cols;
-    if (cols.length === 0) return metaText + '\nempty\n';
+    if (cols.length === 0) return { out: metaText + '\nempty\n', names: [] };
     const n = cols.length;
     const names = new Array<string>(n);
     let out = metaText + '\n';
@@ -228,8 +227,16 @@ class ZincWriter {
       out += c.name;
       if (!c.meta.isEmpty()) out += ' ' + this.tags(c.meta, 'column meta');
     }
-    out += '\n';
-    if (g instanceof HisGrid) return out + hisRows(g);
+    return { out: out + '\n', names };
+  }
+
+  /** The grid after its `ver` item: meta, columns, rows, each line ending in a newline. */
+  body(g: HGrid): string {
+    const { out: head, names } = this.head(g);
+    if (names.length === 0) return head;
+    if (g instanceof HisGrid) return head + [...rowChunks(g.size, hisRowZinc(g), '')].join('');
+    const n = names.length;
+    let out = head;
     const rows = g.rows;
     for (let r = 0; r < rows.length; r++) {
       const row = rows[r] as HDict;
@@ -257,6 +264,18 @@ class ZincWriter {
  */
 export function writeZinc(grid: HGrid): string {
   return new ZincWriter().grid(grid, false);
+}
+
+/** Zinc text of a grid in pieces that concatenate to writeZinc's: history grids in chunks of rows. */
+export function* writeZincChunks(grid: HGrid): Generator<string> {
+  if (!(grid instanceof HisGrid)) {
+    yield writeZinc(grid);
+    return;
+  }
+  const w = new ZincWriter();
+  const head = w.head(grid).out;
+  yield (w.v3 ? 'ver:"3.0"' : 'ver:"2.0"') + head;
+  yield* rowChunks(grid.size, hisRowZinc(grid), '');
 }
 
 /** Zinc text of one value (a cell, a GET query parameter, a CSV cell): `@id "dis"`, `72.5°F`, `N`. */

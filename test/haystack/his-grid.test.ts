@@ -1,9 +1,9 @@
 import t from 'tap';
 import { HisGrid, type HisValues } from '../../src/haystack/his-grid.js';
-import { readJsonGrid, writeJsonGrid } from '../../src/haystack/json.js';
+import { readJsonGrid, writeJsonChunks, writeJsonGrid } from '../../src/haystack/json.js';
 import { timeZone } from '../../src/haystack/tz.js';
 import { HDict, HGrid, HRef, equals } from '../../src/haystack/values.js';
-import { readZinc, writeZinc } from '../../src/haystack/zinc.js';
+import { readZinc, writeZinc, writeZincChunks } from '../../src/haystack/zinc.js';
 import { writeCsv } from '../../src/haystack/csv.js';
 
 t.test('a columnar history grid writes exactly what its rows would', async (t) => {
@@ -35,4 +35,20 @@ t.test('a columnar history grid writes exactly what its rows would', async (t) =
   t.equal(writeJsonGrid(empty), '{"meta":{"ver":"2.0","id":"r:p1 Temp"},"cols":[{"name":"ts"},{"name":"val"}],"rows":[]}');
   t.equal(readZinc(writeZinc(empty)).size, 0);
   t.throws(() => new HisGrid(meta, [1, 2], ny, { kind: 'Bool', val: [true] }), RangeError);
+});
+
+t.test('streamed chunks concatenate to the whole text', async (t) => {
+  const n = 5000; // more than two chunks
+  const ts = Array.from({ length: n }, (_, i) => Date.UTC(2024, 3, 6, 12) + i * 60_000); // across Sydney's DST end
+  const g = new HisGrid(HDict.of({ id: new HRef('p') }), ts, timeZone('Sydney'), { kind: 'Number', val: ts.map((_, i) => i / 10), unit: 'kW' });
+  const json = [...writeJsonChunks(g)];
+  t.ok(json.length > 3, 'history comes in several pieces');
+  t.equal(json.join(''), writeJsonGrid(new HGrid(g.meta, g.cols, [...g.rows])));
+  t.equal(readJsonGrid(json.join('')).size, n);
+  const zinc = [...writeZincChunks(g)];
+  t.ok(zinc.length > 3);
+  t.equal(zinc.join(''), writeZinc(new HGrid(g.meta, g.cols, [...g.rows])));
+  const plain = HGrid.fromRows([HDict.of({ a: 'x' })]);
+  t.same([...writeJsonChunks(plain)], [writeJsonGrid(plain)], 'other grids come whole');
+  t.same([...writeZincChunks(plain)], [writeZinc(plain)]);
 });
