@@ -14,7 +14,7 @@ import { Model } from './model/model.js';
 import { Store } from './store/db.js';
 import { RecordStore } from './store/records.js';
 import { WatchManager } from './watch/index.js';
-import { publishHisStats } from './api/ops/his.js';
+import { refreshFromHistory } from './api/ops/his.js';
 import { HistoryStore } from './store/history.js';
 import type { HRef } from './haystack/values.js';
 
@@ -135,10 +135,15 @@ export class App {
         debug: config.debug,
       });
       const app = new App(config, log, { store, model, auth, history, watches, server });
+      const withHistory: string[] = [];
       for (const id of history.points()) {
         // History of a point deleted while its history could not follow (a crash) goes now.
-        if (model.stored(id)?.has('point') === true) publishHisStats(model, history, id);
+        if (model.stored(id)?.has('point') === true) withHistory.push(id);
         else app.dropHistory(id);
+      }
+      // Points show their his tags, and cur points fed by hisWrite their newest sample, at once.
+      for (let i = 0; i < withHistory.length; i += 64) {
+        await Promise.all(withHistory.slice(i, i + 64).map((id) => refreshFromHistory(model, history, id)));
       }
       if (auth.needsBootstrap()) app.bootstrap = await auth.bootstrap(opts.firstRun ?? {});
       return app;

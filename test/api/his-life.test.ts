@@ -78,7 +78,7 @@ t.test('hisDelete as the WideSky client sends it: only that range goes; hisSize,
   t.same(vals(await admin.all('plain')), seq(3, 24), '05:00Z, 06:00Z and 07:00Z are gone');
 
   ok(t, await admin.del('temp', '1970-01-01,2100-12-31'), 'delete everything');
-  t.same(hisStats(await admin.rec('temp')), { size: '0', start: undefined, end: undefined }, 'hisSize 0, no hisStart/hisEnd');
+  t.same(hisStats(await admin.rec('temp')), { size: undefined, start: undefined, end: undefined }, 'no his tags once the history is empty (as after a restart)');
   t.same(await admin.all('temp'), []);
   ok(t, await admin.write('temp', [[new HDateTime(D0, NY), HNumber.of(5)]]), 'written again');
   t.same(hisStats(await admin.rec('temp')), { size: '1', start: '2024-01-12T00:00:00-05:00 New_York', end: '2024-01-12T00:00:00-05:00 New_York' });
@@ -109,7 +109,7 @@ t.test('hisSize, hisStart, hisEnd after writes, deletes and a restart (sealed ch
 });
 
 t.test('a cur point without a driver shows its newest written sample as curVal', async (t) => {
-  const { admin } = await hisWorld(t);
+  const { r, admin } = await hisWorld(t);
   ok(t, await admin.write('live', hourly(3)), 'three samples');
   const cur = async () => {
     const rec = await admin.rec('live');
@@ -144,6 +144,15 @@ t.test('a cur point without a driver shows its newest written sample as curVal',
   const polled = await admin.rec('polled');
   t.notOk(polled.has('curVal'), 'its curVal is the driver\'s, not hisWrite\'s');
   t.equal(hisStats(polled).size, '2', 'its his tags are kept');
+
+  // hisDelete of the newest sample: curVal falls back to the newest one left.
+  ok(t, await admin.del('live', 'last'), 'the newest sample deleted');
+  t.same(await cur(), ['35°F', 'ok'], 'curVal is the newest sample left');
+  // A restart: curVal comes back from the history, not lost with the memory.
+  await r.restart();
+  t.same(await cur(), ['35°F', 'ok'], 'after a restart curVal is still the newest sample');
+  ok(t, await admin.del('live', '1970-01-01,2100-12-31'), 'everything deleted');
+  t.same(await cur(), [undefined, 'unknown'], 'no history: no curVal, status unknown');
 });
 
 t.test('HIS_READ and HIS_WRITE: allowed, denied, scoped by policy filters', async (t) => {

@@ -229,7 +229,7 @@ t.test('any error: an error grid, and nothing of the request written (for any of
     ['no ts column', [{ val: HNumber.of(1) }, { id: HRef.of('temp') }], /needs columns ts and val/],
     ['meta id with a column other than val', [{ ts: at(T0), value: HNumber.of(1) }, { id: HRef.of('temp') }], /needs columns ts and val/],
     ['meta id a Str', [{ ts: at(T0), val: HNumber.of(1) }, { id: 'temp' }], /meta\.id must be a Ref/],
-    ['nothing at all', [[]], /neither ts nor vN/],
+    ['nothing at all', [[]], /hisWrite needs samples/],
   ];
   for (const [what, args, why] of shapes) {
     const code = ErrorCodes.BAD_REQUEST;

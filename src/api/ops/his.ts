@@ -95,26 +95,56 @@ function describe(v: HVal): string {
   return `${typeof v === 'string' ? 'a Str' : typeof v === 'boolean' ? 'a Bool' : v instanceof HNumber ? 'a Number' : 'that value'} (${zincVal(v)})`;
 }
 
-/** The transient his tags and, for a cur point without a driver, the current value. */
+function takesCurFromHistory(rec: HDict): boolean {
+  return rec.has('cur') && !DRIVER_REFS.some((t) => rec.has(t));
+}
+
+/**
+ * The transient his tags (none while a point has no history, as after a restart) and, for a cur
+ * point without a driver, `newest` as its current value.
+ */
 export function publishHisStats(model: Model, history: HistoryStore, id: string, newest?: { ts: number; val: HVal }): void {
   const s = history.stats(id);
   const rec = model.stored(id);
   if (rec === undefined) return;
-  const tz = (() => {
-    const n = rec.get('tz');
-    return (typeof n === 'string' ? findTimeZone(n) : undefined) ?? REL;
-  })();
+  const tzName = rec.get('tz');
+  const tz = (typeof tzName === 'string' ? findTimeZone(tzName) : undefined) ?? REL;
+  const some = s.size > 0;
   const tags: Record<string, HVal> = {
-    hisSize: new HNumber(s.size),
-    hisStart: s.start === undefined ? null : new HDateTime(s.start, tz),
-    hisEnd: s.end === undefined ? null : new HDateTime(s.end, tz),
+    hisSize: some ? new HNumber(s.size) : null,
+    hisStart: some && s.start !== undefined ? new HDateTime(s.start, tz) : null,
+    hisEnd: some && s.end !== undefined ? new HDateTime(s.end, tz) : null,
   };
-  if (newest !== undefined && rec.has('cur') && !DRIVER_REFS.some((t) => rec.has(t))) {
+  if (newest !== undefined && takesCurFromHistory(rec)) {
     tags.curVal = newest.val;
     tags.curStatus = 'ok';
     tags.curErr = null;
   }
   model.setTransient(id, tags);
+}
+
+/**
+ * Re-reads what a point shows from its history: the his tags, and for a cur point without a
+ * driver its newest sample as curVal (or no curVal when it has none). At start, and after
+ * hisDelete (which may remove the newest sample).
+ */
+export async function refreshFromHistory(model: Model, history: HistoryStore, id: string): Promise<void> {
+  const rec = model.stored(id);
+  if (rec === undefined) return;
+  if (!takesCurFromHistory(rec)) {
+    publishHisStats(model, history, id);
+    return;
+  }
+  const last = await history.last(id);
+  const kind = rec.get('kind');
+  const unit = rec.get('unit');
+  if (last === undefined) {
+    publishHisStats(model, history, id);
+    model.setTransient(id, { curVal: null, curStatus: 'unknown', curErr: null });
+    return;
+  }
+  const val: HVal = kind === 'Number' && typeof last.val === 'number' ? new HNumber(last.val, typeof unit === 'string' ? unit : null) : (last.val as HVal);
+  publishHisStats(model, history, id, { ts: last.ts, val });
 }
 
 /** Text of a range cell: a Str, or a Date/DateTime that a GET query decoded as Zinc. */
@@ -255,6 +285,7 @@ function writeRequest(req: OpRequest): { points: Point[]; writes: HisWrite[] } {
     if (!g.hasCol('ts') || !g.hasCol('val')) throw bad('hisWrite of one point (meta id) needs columns ts and val');
     cols.push({ name: 'val', point: pointOf(req, metaId, 'meta.id', 'HIS_WRITE') });
   } else {
+    if (g.cols.length === 1 && g.cols[0]?.name === 'empty') throw bad('hisWrite needs samples: meta id with columns ts and val, or columns ts and v0, v1, ... whose meta id names the points');
     for (const c of g.cols) {
       if (c.name === 'ts') continue;
       if (!/^v\d+$/.test(c.name)) throw bad(`hisWrite: column ${c.name} is neither ts nor vN (each vN column's meta names its point with id)`);
@@ -334,7 +365,7 @@ export const hisDeleteOp: Op = {
         const s = range.kind === 'first' ? await history.first(p.id) : await history.last(p.id);
         if (s !== undefined) await history.delete(p.id, s.ts, s.ts + 1);
       }
-      publishHisStats(req.ctx.model, history, p.id);
+      await refreshFromHistory(req.ctx.model, history, p.id);
     }
     return HGrid.empty();
   },
