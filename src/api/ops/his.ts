@@ -143,7 +143,7 @@ export async function refreshFromHistory(model: Model, history: HistoryStore, id
     model.setTransient(id, { curVal: null, curStatus: 'unknown', curErr: null });
     return;
   }
-  const val: HVal = kind === 'Number' && typeof last.val === 'number' ? new HNumber(last.val, typeof unit === 'string' ? unit : null) : (last.val as HVal);
+  const val: HVal = kind === 'Number' && typeof last.val === 'number' ? new HNumber(last.val, typeof unit === 'string' ? unit : null) : (last.val);
   publishHisStats(model, history, id, { ts: last.ts, val });
 }
 
