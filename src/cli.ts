@@ -27,7 +27,7 @@ commands:
   client add <clientId> [--secret <secret>] | client list | client remove <clientId>
 
 options:
-  --config <file>                config file (JSON); also HAYLOFT_CONFIG
+  --config <file>                config file (YAML, or JSON when named *.json); also HAYLOFT_CONFIG
   -h, --help                     this text
 
 The admin commands work on the data folder while the server is stopped.`;

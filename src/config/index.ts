@@ -1,6 +1,6 @@
 /**
  * src/config: the configuration schema (keys, defaults, checks), loading from an optional JSON
- * file plus environment overrides, and validation that reports every problem at once.
+ * or YAML file plus environment overrides, and validation that reports every problem at once.
  */
 export { CONFIG_KEYS, type Config, type ConfigKey, LOG_LEVELS, type LogLevel, SCHEMA, type ZoneLookup } from './schema.js';
 export { CONFIG_ENV, type ConfigProblem, type LoadConfigOptions, formatProblems, loadConfig } from './load.js';

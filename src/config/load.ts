@@ -1,12 +1,18 @@
 /**
- * Loading: defaults, then the optional JSON config file, then environment overrides. The file's
+ * Loading: defaults, then the optional config file (JSON or YAML), then environment overrides. The file's
  * path comes from a `--config <path>` argument (the CLI passes its arguments) or HAYLOFT_CONFIG;
  * the argument wins because it is the more explicit of the two. Every problem found, in the file
  * and in the environment, is reported together in one HL_BAD_CONFIG error whose message names
  * each key, where its value came from and what was expected; `cause` holds the same list.
+ *
+ * YAML goes through the `yaml` package: no dependencies, its own types, YAML 1.2 (so `no` and
+ * `on` stay strings, not booleans by surprise: the "Norway problem" of YAML 1.1 parsers such as
+ * js-yaml's defaults), and it collects every syntax error with its line and column instead of
+ * stopping at the first, which is what an all-problems-at-once report needs.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { parseDocument } from 'yaml';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { CONFIG_KEYS, type Config, SCHEMA, type SchemaContext, type ZoneLookup } from './schema.js';
 
@@ -51,25 +57,52 @@ function show(raw: unknown): string {
   return s.length > 80 ? s.slice(0, 77) + '...' : s;
 }
 
+/** `.json` files are JSON (strict, as before); any other name is read as YAML, a superset of JSON. */
+function isJsonFile(file: string): boolean {
+  return path.extname(file).toLowerCase() === '.json';
+}
+
+function parseJson(textContent: string, file: string, problems: ConfigProblem[]): unknown {
+  try {
+    return JSON.parse(textContent);
+  } catch (e) {
+    problems.push({ key: 'config', source: file, expected: `valid JSON (${(e as Error).message})` });
+    return undefined;
+  }
+}
+
+function parseYaml(textContent: string, file: string, problems: ConfigProblem[]): unknown {
+  // uniqueKeys (the default) makes a key given twice an error rather than "the last one wins".
+  // prettyErrors fills in linePos; its message (with a code excerpt) is trimmed to one line here.
+  const doc = parseDocument(textContent, { prettyErrors: true, uniqueKeys: true });
+  if (doc.errors.length > 0) {
+    for (const err of doc.errors) {
+      const at = err.linePos?.[0];
+      const where = at === undefined ? '' : ` at line ${at.line}, column ${at.col}`;
+      problems.push({ key: 'config', source: file, expected: `valid YAML (${err.message.split(' at line ')[0] ?? err.code}${where})` });
+    }
+    return undefined;
+  }
+  const j: unknown = doc.toJS({ maxAliasCount: 100 });
+  // A file of comments only is an empty document: no settings, not an error.
+  return j === null || j === undefined ? {} : j;
+}
+
 function readFile(file: string, problems: ConfigProblem[]): Record<string, unknown> {
+  const format = isJsonFile(file) ? 'JSON' : 'YAML';
   let textContent: string;
   try {
     textContent = readFileSync(file, 'utf8');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'the file does not exist' : code === 'EACCES' ? 'permission denied' : (e as Error).message;
-    problems.push({ key: 'config', source: file, expected: `a readable JSON file (${why})` });
+    const why = code === 'ENOENT' ? 'the file does not exist' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a folder' : (e as Error).message;
+    problems.push({ key: 'config', source: file, expected: `a readable config file, JSON or YAML (${why})` });
     return {};
   }
-  let j: unknown;
-  try {
-    j = JSON.parse(textContent);
-  } catch (e) {
-    problems.push({ key: 'config', source: file, expected: `valid JSON (${(e as Error).message})` });
-    return {};
-  }
+  const j = format === 'JSON' ? parseJson(textContent, file, problems) : parseYaml(textContent, file, problems);
+  if (j === undefined) return {};
   if (j === null || typeof j !== 'object' || Array.isArray(j)) {
-    problems.push({ key: 'config', source: file, expected: 'a JSON object of settings', got: show(j) });
+    problems.push({ key: 'config', source: file, expected: `a ${format} object of settings (key: value)`, got: show(j) });
     return {};
   }
   const obj = j as Record<string, unknown>;

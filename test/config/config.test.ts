@@ -21,8 +21,8 @@ function problemsOf(t: Test, opts: Parameters<typeof loadConfig>[0]): ConfigProb
   return [];
 }
 
-function file(t: Test, content: unknown): string {
-  const p = path.join(tempDir(t), 'hayloft.json');
+function file(t: Test, content: unknown, name = 'hayloft.json'): string {
+  const p = path.join(tempDir(t), name);
   writeFileSync(p, typeof content === 'string' ? content : JSON.stringify(content));
   return p;
 }
@@ -40,6 +40,7 @@ t.test('defaults', async (t) => {
     debug: false,
     watchMaxPerUser: 50,
     watchMaxPoints: 10_000,
+    uplink: null,
     configFile: null,
   });
   t.ok(Object.isFrozen(c), 'frozen');
@@ -66,6 +67,7 @@ t.test('file, then environment over it, then --config choosing the file', async 
     debug: true,
     watchMaxPerUser: 50,
     watchMaxPoints: 10_000,
+    uplink: null,
     configFile: f,
   });
   const env = { HAYLOFT_CONFIG: f, HAYLOFT_DATA_DIR: 'd2', HAYLOFT_HOST: '::1', HAYLOFT_PORT: '0', HAYLOFT_DEBUG: 'no', HAYLOFT_LOG_LEVEL: 'WARN' };
@@ -124,7 +126,7 @@ t.test('problems with the file itself', async (t) => {
   t.match(problemsOf(t, { ...base, env: {}, argv: ['serve', '--config'] }), [{ key: 'config', source: '--config', expected: /a file path/ }]);
   t.match(problemsOf(t, { ...base, env: {}, argv: ['--config', '--debug'] }), [{ key: 'config', source: '--config' }]);
   t.match(problemsOf(t, { ...base, env: {}, argv: ['--config='] }), [{ key: 'config', source: '--config' }]);
-  t.match(problemsOf(t, { ...base, env: {}, argv: ['--config', dir] }), [{ key: 'config', expected: /readable JSON file/ }], 'a folder');
+  t.match(problemsOf(t, { ...base, env: {}, argv: ['--config', dir] }), [{ key: 'config', expected: /a readable config file, JSON or YAML \(it is a folder\)/ }], 'a folder');
 });
 
 t.test('every problem is reported at once, in one message', async (t) => {
@@ -149,4 +151,44 @@ t.test('every problem is reported at once, in one message', async (t) => {
   ]) {
     t.ok(e.message.includes(line), line);
   }
+});
+
+t.test('YAML config files', async (t) => {
+  const yaml = [
+    '# Level 3 controller',
+    'dataDir: /var/lib/hayloft',
+    'port: 9000',
+    'serverName: "Level 3: plant room"',
+    'tz: Sydney',
+    'debug: false',
+    'logLevel: warn   # quieter on the SD card',
+    '',
+  ].join('\n');
+  for (const name of ['hayloft.yaml', 'hayloft.yml', 'hayloft.conf']) {
+    const c = loadConfig({ ...base, env: { HAYLOFT_CONFIG: file(t, yaml, name) } });
+    t.match(c, { dataDir: '/var/lib/hayloft', port: 9000, serverName: 'Level 3: plant room', tz: 'Sydney', debug: false, logLevel: 'warn' }, name);
+  }
+  t.equal(loadConfig({ ...base, env: { HAYLOFT_CONFIG: file(t, '# nothing set yet\n', 'empty.yaml') } }).port, 8080, 'a file of comments only sets nothing');
+  t.equal(loadConfig({ ...base, env: { HAYLOFT_CONFIG: file(t, '{"port": 81}', 'flow.yaml') } }).port, 81, 'JSON text is YAML too');
+
+  // YAML 1.2: `no` is a string, so it reaches the key's own check (which accepts it) rather than
+  // being turned into false by the parser; a quoted number is a string and is refused as one.
+  t.equal(loadConfig({ ...base, env: { HAYLOFT_CONFIG: file(t, 'debug: no\n', 'a.yaml') } }).debug, false);
+
+  const f = file(t, 'port: "eighty"\ntz: Mars\ncolour: red\n', 'bad.yaml');
+  const problems = problemsOf(t, { ...base, env: { HAYLOFT_CONFIG: f } });
+  t.same(
+    problems.map((p) => p.key).sort(),
+    ['colour', 'port', 'tz'],
+    'every problem of a YAML file at once',
+  );
+  t.match(problems.find((p) => p.key === 'port'), { source: f, expected: /an integer from 0 to 65535/, got: '"eighty"' });
+
+  const syntax = file(t, 'port: 80\nhost: [unclosed\ntz: UTC\n', 'syntax.yaml');
+  const sp = problemsOf(t, { ...base, env: { HAYLOFT_CONFIG: syntax } });
+  t.ok(sp.length >= 1);
+  t.match(sp[0], { key: 'config', source: syntax, expected: /valid YAML \(.*at line \d+, column \d+\)/ });
+  t.match(problemsOf(t, { ...base, env: { HAYLOFT_CONFIG: file(t, 'port: 80\nport: 81\n', 'dup.yaml') } }), [{ key: 'config', expected: /valid YAML \(.*unique.*line 2/i }], 'a key given twice');
+  t.match(problemsOf(t, { ...base, env: { HAYLOFT_CONFIG: file(t, '- port: 80\n', 'list.yaml') } }), [{ key: 'config', expected: /a YAML object of settings/ }]);
+  t.match(problemsOf(t, { ...base, env: { HAYLOFT_CONFIG: file(t, 'port: 80\n', 'strict.json') } }), [{ key: 'config', expected: /valid JSON/ }], '.json stays strict JSON');
 });
