@@ -76,6 +76,15 @@ export const ErrorCodes = {
   WEAK_PASSWORD: 'HL_WEAK_PASSWORD',
   /** The HTTP server cannot listen on its address (port in use, no permission, no such address). */
   LISTEN_FAILED: 'HL_LISTEN_FAILED',
+  /**
+   * Drivers: a connector or point is configured wrongly (uri, modbusCur, bacnetCur, unit, kind):
+   * the point's curStatus is `fault` with this message as curErr.
+   */
+  DRIVER_CONFIG: 'HL_DRIVER_CONFIG',
+  /** Drivers: the device does not answer or the link is lost: curStatus `down`, retried with backoff. */
+  DRIVER_DOWN: 'HL_DRIVER_DOWN',
+  /** Drivers: the device answered but refused the read (no such register or object): curStatus `fault`. */
+  DRIVER_REFUSED: 'HL_DRIVER_REFUSED',
   /** Anything unexpected: logged, answered with 500, the server keeps serving. */
   INTERNAL: 'HL_INTERNAL',
 } as const;

@@ -1,0 +1,87 @@
+/**
+ * The driver contract: what the poller asks of a protocol (Modbus, BACnet, ...) and nothing more.
+ *
+ * Drivers know nothing of the model (ARCHITECTURE.md): the poller hands them a connector's tags and
+ * the tags of its points and gets raw values back. Deciding `curStatus`, units, kinds, stale
+ * times, backoff and history is the poller's job, once, for every protocol.
+ *
+ * Errors carry stable codes and decide the status the poller shows:
+ * - HL_DRIVER_CONFIG (fault): a connector or point is configured wrongly. Thrown by `open` and
+ *   `prepare`, which do no I/O, so a bad address is a fault at once, not after a timeout.
+ * - HL_DRIVER_DOWN (down): the device does not answer or the link is lost. `read` rejects with it
+ *   and the whole connector is down; the poller backs off and tries again.
+ * - HL_DRIVER_REFUSED (fault): the device answered but refused one point (no such register or
+ *   object). `read` reports it for that point only: the other points keep their values.
+ */
+import type { HDict } from '../haystack/values.js';
+import { ErrorCodes, HayloftError } from '../lib/errors.js';
+
+/** A connector record as the driver sees it: id and stored tags. */
+export interface ConnSpec {
+  readonly id: string;
+  readonly tags: HDict;
+}
+
+/** A point record as the driver sees it: id and stored tags. */
+export interface PointSpec {
+  readonly id: string;
+  readonly tags: HDict;
+}
+
+/** A point checked by `prepare`: opaque to the poller, which passes it back to `read`. */
+export interface PreparedPoint {
+  readonly id: string;
+}
+
+/** A value as read from the device, before the poller applies the point's kind and unit. */
+export type RawValue = number | boolean | string;
+
+/** The outcome of one point of a read. */
+export type PointRead = { readonly val: RawValue } | { readonly err: HayloftError };
+
+export interface DriverConn {
+  /**
+   * Checks a point's address tags and compiles them for `read`. No I/O. Throws HL_DRIVER_CONFIG
+   * with a message an operator can act on.
+   */
+  prepare(point: PointSpec): PreparedPoint;
+  /**
+   * Reads points prepared by this connection (usually one poll bucket: the same array every
+   * cycle, so a driver may cache its request plan by array identity). Resolves with one outcome
+   * per point, in order. Rejects with HL_DRIVER_DOWN when the device cannot be reached. Settles
+   * within the connection's timeouts, whatever the device does.
+   */
+  read(points: readonly PreparedPoint[]): Promise<PointRead[]>;
+  /** Releases the connection's share of its link. Reads after close reject. */
+  close(): Promise<void>;
+}
+
+export interface Driver {
+  /** Short name for logs: `modbus`, `bacnet`. */
+  readonly name: string;
+  /** The marker of its connector records: `modbusConn`. */
+  readonly connTag: string;
+  /** The Ref tag on points naming their connector: `modbusConnRef`. */
+  readonly refTag: string;
+  /** The point tag holding the address to read: `modbusCur`. */
+  readonly curTag: string;
+  /**
+   * A connection for a connector record. No I/O (links open on first read). Throws
+   * HL_DRIVER_CONFIG when the connector's tags are wrong.
+   */
+  open(conn: ConnSpec): DriverConn;
+  /** Closes every link this driver opened. */
+  close(): Promise<void>;
+}
+
+export function configError(message: string, cause?: unknown): HayloftError {
+  return new HayloftError(ErrorCodes.DRIVER_CONFIG, message, cause === undefined ? undefined : { cause });
+}
+
+export function downError(message: string, cause?: unknown): HayloftError {
+  return new HayloftError(ErrorCodes.DRIVER_DOWN, message, cause === undefined ? undefined : { cause });
+}
+
+export function refusedError(message: string, cause?: unknown): HayloftError {
+  return new HayloftError(ErrorCodes.DRIVER_REFUSED, message, cause === undefined ? undefined : { cause });
+}

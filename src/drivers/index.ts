@@ -1,0 +1,8 @@
+/**
+ * src/drivers: the driver contract (driver.ts), the registry of drivers a running Hayloft knows,
+ * and one folder per protocol (modbus/, bacnet/). Drivers import only haystack and lib: the
+ * poller hands them connector and point tags and maps what they read to the model.
+ */
+export * from './driver.js';
+export { DriverRegistry } from './registry.js';
+export { ModbusDriver, type ModbusDriverOptions } from './modbus/modbus-driver.js';

@@ -1,0 +1,210 @@
+/**
+ * The Modbus driver over TCP against a real third-party slave (Debian's python3-pymodbus), with a
+ * proxy in between that records the requests on the wire: the shared driver suite, then every
+ * table and type, word orders, scaling, block reads, a refused block, a lost link.
+ */
+import t from 'tap';
+import type { ConnSpec, PointSpec, RawValue } from '../../src/drivers/driver.js';
+import { parseModbusCur, encodeRegisters } from '../../src/drivers/modbus/address.js';
+import { ModbusDriver } from '../../src/drivers/modbus/modbus-driver.js';
+import { HDict, HNumber, HUri, MARKER } from '../../src/haystack/values.js';
+import { ErrorCodes } from '../../src/lib/errors.js';
+import { ModbusSlave, freePort, peersMissing } from '../helpers/modbus-slave.js';
+import { ModbusTcpProxy } from '../helpers/tcp-proxy.js';
+import { driverSuite } from './driver-suite.js';
+
+const skip = peersMissing();
+if (skip !== null) {
+  t.comment(`SKIP Modbus TCP tests: ${skip}`);
+  t.pass('skipped: ' + skip);
+} else {
+  /** Points with their modbusCur, scale and expected value; the slave's data is built from them. */
+  const CASES: { cur: string; val: RawValue; raw?: number; scale?: number; offset?: number }[] = [
+    { cur: 'holding:0', val: 1234 },
+    { cur: 'holding:1:int16', val: -2 },
+    { cur: 'holding:2:int32', val: -100000 },
+    { cur: 'holding:4:uint32:le', val: 3_000_000_000 },
+    { cur: 'holding:6:float32', val: 21.5 },
+    { cur: 'holding:8:float32:le', val: -3.25 },
+    { cur: 'holding:10:float64:be', val: 1234.5678 },
+    { cur: 'holding:14:float64:le', val: -0.001 },
+    { cur: 'holding:18:bool', val: true, raw: 7 },
+    { cur: 'holding:19:uint16', val: 16.5, raw: 215, scale: 0.1, offset: -5 },
+    { cur: 'holding:20:int32:le', val: 123456789 },
+    { cur: 'holding:22:uint16', val: 65535 },
+    { cur: 'input:0', val: 42 },
+    { cur: 'input:1:float32', val: 99.5 },
+    { cur: 'input:3:int16', val: -7 },
+    { cur: 'input:4:uint32', val: 70001, scale: 2, offset: 1, raw: 35000 },
+    { cur: 'coil:0', val: true },
+    { cur: 'coil:1', val: false },
+    { cur: 'coil:2:bool', val: true },
+    { cur: 'discrete:0', val: false },
+    { cur: 'discrete:1', val: true },
+  ];
+
+  const data = { units: [1], size: 1000, hr: {} as Record<number, number[]>, ir: {} as Record<number, number[]>, co: {} as Record<number, number[]>, di: {} as Record<number, number[]> };
+  for (const c of CASES) {
+    const a = parseModbusCur(c.cur);
+    const raw = c.raw ?? c.val;
+    const words = a.table === 'coil' || a.table === 'discrete' ? [raw ? 1 : 0] : encodeRegisters(a, raw as number);
+    const table = { holding: data.hr, input: data.ir, coil: data.co, discrete: data.di }[a.table];
+    table[a.address] = words;
+  }
+  // A run of 150 registers (for block limits) and the last addresses before the end (for refusals).
+  data.hr[300] = Array.from({ length: 150 }, (_, i) => i);
+  data.hr[997] = [997, 998, 999];
+
+  let n = 0;
+  const point = (cur: string, extra: Record<string, number> = {}): PointSpec => {
+    const tags: Record<string, unknown> = { point: MARKER, modbusCur: cur };
+    for (const [k, v] of Object.entries(extra)) tags[k] = new HNumber(v);
+    return { id: `p${++n}`, tags: HDict.of(tags as Record<string, never>) };
+  };
+  const conn = (uri: string, extra: Record<string, unknown> = {}): ConnSpec => ({
+    id: `c${++n}`,
+    tags: HDict.of({ modbusConn: MARKER, uri: new HUri(uri), modbusSlave: new HNumber(1), timeout: new HNumber(300, 'ms'), ...extra }),
+  });
+  const casePoint = (c: (typeof CASES)[number]): PointSpec =>
+    point(c.cur, { ...(c.scale !== undefined ? { modbusScale: c.scale } : {}), ...(c.offset !== undefined ? { modbusOffset: c.offset } : {}) });
+
+  const slave = await ModbusSlave.tcp(data);
+  t.teardown(() => slave.kill());
+  const proxy = await ModbusTcpProxy.start(slave.port);
+  t.teardown(() => proxy.close());
+  const deadPort = await freePort();
+  const uri = `modbus-tcp://127.0.0.1:${proxy.port}`;
+
+  t.test('the shared driver suite', async (t) => {
+    driverSuite(t, {
+      driver: () => new ModbusDriver(),
+      conn: conn(uri),
+      timeoutMs: 300,
+      points: [CASES[0], CASES[4], CASES[9], CASES[12], CASES[16], CASES[20]].map((c) => ({ spec: casePoint(c as (typeof CASES)[number]), val: (c as (typeof CASES)[number]).val })),
+      refused: point('holding:5000'),
+      badPoints: [
+        point('holding'),
+        point('register:1'),
+        point('holding:-1'),
+        point('holding:65536'),
+        point('holding:65535:float32'),
+        point('coil:1:uint16'),
+        point('holding:1:int8'),
+        point('holding:1:int32:middle'),
+        point('holding:1:2:3:4:5'),
+        { id: 'nocur', tags: HDict.of({ point: MARKER }) },
+        { id: 'numcur', tags: HDict.of({ point: MARKER, modbusCur: new HNumber(3) }) },
+        point('coil:1', { modbusScale: 2 }),
+      ],
+      badConns: [
+        { id: 'x1', tags: HDict.of({ modbusConn: MARKER, modbusSlave: new HNumber(1) }) },
+        conn('http://127.0.0.1:502'),
+        conn('modbus-tcp://:502'),
+        conn('modbus-tcp://127.0.0.1:70000'),
+        conn('modbus-rtu:/dev/ttyS0?baud=12345'),
+        conn('modbus-rtu:/dev/ttyS0?parity=mark'),
+        conn('modbus-rtu:/dev/ttyS0?speed=9600'),
+        conn(uri, { modbusSlave: new HNumber(300) }),
+        conn(uri, { modbusSlave: 'one' }),
+        conn(uri, { timeout: new HNumber(5) }),
+        conn(uri, { timeout: new HNumber(5, '°F') }),
+        { id: 'x2', tags: HDict.of({ modbusConn: MARKER, uri: new HUri(uri) }) },
+      ],
+      deadConn: conn(`modbus-tcp://127.0.0.1:${deadPort}`),
+      silence: () => slave.mute(1),
+      speak: () => slave.unmute(1),
+    });
+  });
+
+  t.test('every table, type and word order; scaling', async (t) => {
+    const driver = new ModbusDriver();
+    t.teardown(() => driver.close());
+    const c = driver.open(conn(uri));
+    const got = await c.read(CASES.map((x) => c.prepare(casePoint(x))));
+    CASES.forEach((x, i) => {
+      const r = got[i];
+      if (r === undefined || 'err' in r) return t.fail(`${x.cur}: ${r === undefined ? 'missing' : r.err.message}`);
+      if (typeof x.val === 'number' && !Number.isInteger(x.val)) t.ok(Math.abs((r.val as number) - x.val) < 1e-6, `${x.cur} = ${String(r.val)}`);
+      else t.equal(r.val, x.val, x.cur);
+    });
+  });
+
+  t.test('contiguous registers are read as blocks of at most 100', async (t) => {
+    const driver = new ModbusDriver();
+    t.teardown(() => driver.close());
+    const c = driver.open(conn(uri));
+    const pts = [
+      ...Array.from({ length: 150 }, (_, i) => c.prepare(point(`holding:${300 + i}`))),
+      c.prepare(point('holding:0')),
+      c.prepare(point('holding:1:int16')),
+      c.prepare(point('holding:2:int32')),
+      c.prepare(point('holding:6:float32')),
+      c.prepare(point('input:0')),
+      c.prepare(point('coil:0')),
+      c.prepare(point('coil:2')),
+    ];
+    proxy.requests.length = 0;
+    const got = await c.read(pts);
+    t.same(got.slice(0, 150).map((r) => ('val' in r ? r.val : r.err.message)), Array.from({ length: 150 }, (_, i) => i), 'the run');
+    const seen = proxy.requests.map((r) => `${r.fc}:${r.addr}+${r.qty}`).sort();
+    // holding 0..3 contiguous (0, 1, 2-3) form one block; 6-7 stands apart (gap at 4-5);
+    // coils 0 and 2 are not contiguous either.
+    t.same(seen, ['1:0+1', '1:2+1', '3:0+4', '3:300+100', '3:400+50', '3:6+2', '4:0+1'].sort(), 'requests on the wire');
+    t.ok(proxy.requests.every((r) => r.qty <= 100), 'no request over 100 registers');
+  });
+
+  t.test('a refused block is read point by point, from then on', async (t) => {
+    const driver = new ModbusDriver();
+    t.teardown(() => driver.close());
+    const c = driver.open(conn(uri));
+    // 997..999 exist, 1000 does not (size 1000): the block 997..1000 is refused as a whole.
+    const pts = [997, 998, 999, 1000].map((a) => c.prepare(point(`holding:${a}`)));
+    proxy.requests.length = 0;
+    const got = await c.read(pts);
+    t.same(got.slice(0, 3).map((r) => ('val' in r ? r.val : null)), [997, 998, 999], 'the good points');
+    const bad = got[3];
+    t.ok(bad !== undefined && 'err' in bad && bad.err.code === ErrorCodes.DRIVER_REFUSED, 'the missing register is refused');
+    t.match(bad !== undefined && 'err' in bad ? bad.err.message : '', /refused to read holding 1000/);
+    t.equal(proxy.requests.length, 5, 'one block, then four single reads');
+    proxy.requests.length = 0;
+    await c.read(pts);
+    t.equal(proxy.requests.length, 4, 'next time, single reads only');
+    const wide = await c.read([c.prepare(point('holding:999:float32'))]);
+    t.ok(wide[0] !== undefined && 'err' in wide[0] && wide[0].err.code === ErrorCodes.DRIVER_REFUSED, 'a float32 running past the end is refused');
+    t.match(wide[0] !== undefined && 'err' in wide[0] ? wide[0].err.message : '', /holding 999\.\.1000/);
+  });
+
+  t.test('a lost link is down, and comes back when the device does', async (t) => {
+    const driver = new ModbusDriver();
+    t.teardown(() => driver.close());
+    const c = driver.open(conn(uri));
+    const pts = [c.prepare(point('holding:0'))];
+    t.same(await c.read(pts), [{ val: 1234 }], 'up');
+    await proxy.cut();
+    await t.rejects(c.read(pts), { code: ErrorCodes.DRIVER_DOWN }, 'connection dropped');
+    await t.rejects(c.read(pts), { code: ErrorCodes.DRIVER_DOWN, message: /ECONNREFUSED/ }, 'connection refused');
+    await proxy.restore();
+    t.same(await c.read(pts), [{ val: 1234 }], 'up again');
+  });
+
+  t.test('a unit that does not exist behind a live link is down', async (t) => {
+    const driver = new ModbusDriver();
+    t.teardown(() => driver.close());
+    const c = driver.open(conn(uri, { modbusSlave: new HNumber(9) }));
+    await t.rejects(c.read([c.prepare(point('holding:0'))]), { code: ErrorCodes.DRIVER_DOWN, message: /no answer from unit 9/ });
+  });
+
+  t.test('connectors of one link share it, one request at a time', async (t) => {
+    const driver = new ModbusDriver();
+    t.teardown(() => driver.close());
+    const a = driver.open(conn(uri));
+    const b = driver.open(conn(uri));
+    const pa = [a.prepare(point('holding:0'))];
+    const pb = [b.prepare(point('input:0'))];
+    const got = await Promise.all([a.read(pa), b.read(pb), a.read(pa), b.read(pb)]);
+    t.same(got, [[{ val: 1234 }], [{ val: 42 }], [{ val: 1234 }], [{ val: 42 }]]);
+    await a.close();
+    t.same(await b.read(pb), [{ val: 42 }], 'the link stays open for the other connector');
+    await b.close();
+  });
+}
