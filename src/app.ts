@@ -17,6 +17,7 @@ import { WatchManager } from './watch/index.js';
 import { refreshFromHistory } from './api/ops/his.js';
 import { HistoryStore } from './store/history.js';
 import type { HRef } from './haystack/values.js';
+import { Uplink } from './sync/index.js';
 
 let version: string | undefined;
 
@@ -87,6 +88,8 @@ export class App {
   port = 0;
   /** What the first start created (credentials to print once), or null on later starts. */
   bootstrap: Bootstrap | null = null;
+  /** The uplink to the upstream service while serving, when one is configured and enabled. */
+  uplink: Uplink | null = null;
 
   private constructor(config: Config, log: Logger, parts: Parts) {
     this.config = config;
@@ -159,6 +162,11 @@ export class App {
     try {
       app.watches.start();
       app.port = (await app.server.listen(opts.config.port, opts.config.host)).port;
+      const up = opts.config.uplink;
+      if (up !== null && up.enabled) {
+        app.uplink = new Uplink({ config: up, model: app.model, history: app.history, store: app.store, clock: opts.clock ?? systemClock, log: app.log, defaultTz: timeZone(opts.config.tz) });
+        await app.uplink.start();
+      }
     } catch (e) {
       await app.close();
       throw e;
@@ -177,6 +185,8 @@ export class App {
   }
 
   private async close(): Promise<void> {
+    // First: it reads history and writes its cursors until it stops.
+    await this.uplink?.stop();
     this.unsubscribe();
     this.watches.stop();
     this.auth.stop();

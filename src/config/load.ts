@@ -14,7 +14,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseDocument } from 'yaml';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
-import { CONFIG_KEYS, type Config, SCHEMA, type SchemaContext, type ZoneLookup } from './schema.js';
+import { CONFIG_KEYS, CONFIG_SECTIONS, type Config, SCHEMA, type SchemaContext, type ZoneLookup } from './schema.js';
+import { loadUplink } from './uplink.js';
 
 export const CONFIG_ENV = 'HAYLOFT_CONFIG';
 
@@ -40,6 +41,8 @@ export interface LoadConfigOptions {
   /** Relative paths (the file, dataDir) resolve against this; default process.cwd(). */
   cwd?: string;
   hostname?: () => string;
+  /** Says what is wrong with a Haystack filter (uplink.filter), or null; unchecked when absent. */
+  checkFilter?: (text: string) => string | null;
 }
 
 /** `--config <path>` or `--config=<path>`; undefined when absent, '' when given without a path. */
@@ -107,9 +110,9 @@ function readFile(file: string, problems: ConfigProblem[]): Record<string, unkno
   }
   const obj = j as Record<string, unknown>;
   for (const k of Object.keys(obj)) {
-    if (!(CONFIG_KEYS as string[]).includes(k)) {
+    if (!(CONFIG_KEYS as string[]).includes(k) && !(CONFIG_SECTIONS as readonly string[]).includes(k)) {
       // A misspelt key would otherwise be silently ignored and its default used.
-      problems.push({ key: k, source: file, expected: `a known key (${CONFIG_KEYS.join(', ')})` });
+      problems.push({ key: k, source: file, expected: `a known key (${[...CONFIG_KEYS, ...CONFIG_SECTIONS].join(', ')})` });
     }
   }
   return obj;
@@ -159,6 +162,9 @@ export function loadConfig(opts: LoadConfigOptions): Config {
     if ('ok' in r) out[key] = r.ok;
     else problems.push({ key, source, expected: r.expected, got: show(raw) });
   }
+  const uplink = loadUplink(fromFile.uplink, configFile, env, opts.checkFilter ? { checkFilter: opts.checkFilter } : {});
+  problems.push(...uplink.problems);
+  out.uplink = uplink.value;
 
   if (problems.length > 0) {
     throw new HayloftError(ErrorCodes.BAD_CONFIG, formatProblems(problems), { cause: problems });

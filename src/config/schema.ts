@@ -5,6 +5,7 @@
  * of making an operator fix a device's config one restart at a time.
  */
 import os from 'node:os';
+import type { UplinkConfig } from './uplink.js';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -29,12 +30,17 @@ export interface Config {
   readonly watchMaxPerUser: number;
   /** Points one watch may hold. */
   readonly watchMaxPoints: number;
+  /** The uplink to an upstream service (src/config/uplink.ts), or null when none is configured. */
+  readonly uplink: UplinkConfig | null;
   /** The config file read, or null when none was. */
   readonly configFile: string | null;
 }
 
-/** The keys a config file or the environment may set. */
-export type ConfigKey = Exclude<keyof Config, 'configFile'>;
+/** The top-level scalar keys a config file or the environment may set (sections have their own tables). */
+export type ConfigKey = Exclude<keyof Config, 'configFile' | 'uplink'>;
+
+/** Nested sections of the config file, each an object with its own keys. */
+export const CONFIG_SECTIONS = ['uplink'] as const;
 
 /**
  * Time zones live in src/haystack, which config may not import (ARCHITECTURE.md dependency

@@ -85,6 +85,12 @@ export const ErrorCodes = {
   DRIVER_DOWN: 'HL_DRIVER_DOWN',
   /** Drivers: the device answered but refused the read (no such register or object): curStatus `fault`. */
   DRIVER_REFUSED: 'HL_DRIVER_REFUSED',
+  /** Uplink: the upstream service cannot be reached, timed out or answered 5xx/429; retried with backoff. */
+  UPLINK_UNREACHABLE: 'HL_UPLINK_UNREACHABLE',
+  /** Uplink: the upstream refused the configured credentials (client, user or refresh token). */
+  UPLINK_AUTH: 'HL_UPLINK_AUTH',
+  /** Uplink: the upstream refused a request (an error grid); the message carries its code and text. */
+  UPLINK_REJECTED: 'HL_UPLINK_REJECTED',
   /** Anything unexpected: logged, answered with 500, the server keeps serving. */
   INTERNAL: 'HL_INTERNAL',
 } as const;

@@ -40,6 +40,7 @@ t.test('defaults', async (t) => {
     debug: false,
     watchMaxPerUser: 50,
     watchMaxPoints: 10_000,
+    uplink: null,
     configFile: null,
   });
   t.ok(Object.isFrozen(c), 'frozen');
@@ -66,6 +67,7 @@ t.test('file, then environment over it, then --config choosing the file', async 
     debug: true,
     watchMaxPerUser: 50,
     watchMaxPoints: 10_000,
+    uplink: null,
     configFile: f,
   });
   const env = { HAYLOFT_CONFIG: f, HAYLOFT_DATA_DIR: 'd2', HAYLOFT_HOST: '::1', HAYLOFT_PORT: '0', HAYLOFT_DEBUG: 'no', HAYLOFT_LOG_LEVEL: 'WARN' };

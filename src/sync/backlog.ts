@@ -1,0 +1,106 @@
+/**
+ * The backlog of each connector, counted exactly from the store (for `hayloft sync status`, run
+ * on the data folder while the server is stopped): per point, the samples newer than its cursor,
+ * read in bounded runs so a large backlog does not have to fit in memory.
+ */
+import type { UplinkSettings } from './settings.js';
+import type { HRef } from '../haystack/values.js';
+import type { Model } from '../model/model.js';
+import type { Store } from '../store/db.js';
+import type { HistoryStore } from '../store/history.js';
+import { readAfter } from './his-batch.js';
+import { SyncState } from './state.js';
+
+export interface PointBacklog {
+  id: string;
+  /** Fully qualified name, when the point has one. */
+  fqname: string | undefined;
+  samples: number;
+  /** Oldest sample not yet acknowledged upstream (epoch ms), or null. */
+  oldest: number | null;
+  /** Newest sample acknowledged upstream, or null. */
+  cursor: number | null;
+}
+
+export interface ConnectorBacklog {
+  name: string;
+  /** The connector of the config file (false: only its cursors are left in the data folder). */
+  configured: boolean;
+  url: string | null;
+  /** Points considered: selected by the filter (configured), or having a cursor. */
+  points: number;
+  /** Points found or created upstream. */
+  mapped: number;
+  /** Points with samples not yet acknowledged. */
+  behind: number;
+  samples: number;
+  oldest: number | null;
+  lastAck: number | null;
+  lastError: string | null;
+  perPoint: PointBacklog[];
+}
+
+const RUN = 100_000;
+
+async function pointBacklog(history: HistoryStore, model: Model, state: SyncState, id: string): Promise<PointBacklog> {
+  const cursor = state.cursor(id);
+  let after = cursor;
+  let samples = 0;
+  let oldest: number | null = null;
+  for (;;) {
+    const run = await readAfter(history, id, after, RUN);
+    if (run === null || run.ts.length === 0) break;
+    oldest ??= run.ts[0] as number;
+    samples += run.ts.length;
+    after = run.ts[run.ts.length - 1] as number;
+  }
+  return { id, fqname: model.fqname(id), samples, oldest, cursor: cursor === -Infinity ? null : cursor };
+}
+
+export async function backlogReport(opts: { store: Store; model: Model; history: HistoryStore; config: UplinkSettings | null }): Promise<ConnectorBacklog[]> {
+  const { store, model, history, config } = opts;
+  const names = new Set(await SyncState.connectors(store));
+  if (config !== null) names.add(config.name);
+  const out: ConnectorBacklog[] = [];
+  for (const name of [...names].sort()) {
+    const state = new SyncState(store, name);
+    await state.load();
+    const configured = config !== null && config.name === name;
+    let ids: string[];
+    if (configured) {
+      let matched: ReturnType<Model['query']> = [];
+      try {
+        matched = model.query(config.filter);
+      } catch {
+        matched = [];
+      }
+      ids = matched.filter((r) => r.has('point') && r.has('his')).map((r) => (r.get('id') as HRef).id);
+    } else {
+      ids = state.cursorIds().filter((id) => model.stored(id) !== undefined);
+    }
+    const perPoint: PointBacklog[] = [];
+    for (const id of ids) perPoint.push(await pointBacklog(history, model, state, id));
+    let samples = 0;
+    let behind = 0;
+    let oldest: number | null = null;
+    for (const p of perPoint) {
+      samples += p.samples;
+      if (p.samples > 0) behind++;
+      if (p.oldest !== null && (oldest === null || p.oldest < oldest)) oldest = p.oldest;
+    }
+    out.push({
+      name,
+      configured,
+      url: configured ? config.url : null,
+      points: ids.length,
+      mapped: ids.filter((id) => state.mapping(id) !== undefined).length,
+      behind,
+      samples,
+      oldest,
+      lastAck: state.info.lastAck,
+      lastError: state.info.lastError,
+      perPoint,
+    });
+  }
+  return out;
+}

@@ -1,0 +1,11 @@
+/**
+ * src/sync: the uplink to an upstream Haystack REST service (another Hayloft, or a
+ * WideSky-compatible cloud): an OAuth2 client, mapping of entities by fully qualified name,
+ * durable per-point cursors in the `sync` sublevel, batched multi-point hisWrite with cursors
+ * moved only on acknowledgement, retry with backoff, and the backlog report of `hayloft sync status`.
+ */
+export { type UplinkStats, type SyncStatus, Uplink, type UplinkOptions } from './uplink.js';
+export { SyncState } from './state.js';
+export type { UplinkSettings } from './settings.js';
+export { UpstreamClient, UpstreamError } from './client.js';
+export { type ConnectorBacklog, backlogReport } from './backlog.js';

@@ -1,0 +1,163 @@
+/**
+ * What an uplink remembers in the `sync` sublevel, per connector (keys start with its name):
+ *
+ *   <name>:c:<pointId>   cursor: epoch ms of the newest sample the upstream acknowledged
+ *   <name>:m:<localId>   mapping: the upstream id of a local entity and the tags last sent for it
+ *   <name>:t             the newest refresh token (the upstream rotates it on every refresh)
+ *   <name>:s             last acknowledged batch time and last error, for `hayloft sync status`
+ *
+ * Cursors and mappings are written without fsync: losing the newest of them in a power cut only
+ * makes the uplink send a batch again (hisWrite is idempotent per timestamp) or look an entity up
+ * again by its name. The refresh token is written with fsync before it is used: the upstream has
+ * already forgotten the one before it, and a device that lost it would be locked out.
+ */
+import { createHash } from 'node:crypto';
+import type { Store } from '../store/db.js';
+
+export interface Mapping {
+  /** The entity's id upstream. */
+  up: string;
+  /** Tag name -> JSON text of the value last acknowledged upstream (for diffs and removals). */
+  tags: Record<string, string>;
+}
+
+export interface ConnectorInfo {
+  /** When the last batch was acknowledged (epoch ms), or null. */
+  lastAck: number | null;
+  /** The last failure's message, cleared by a success. */
+  lastError: string | null;
+}
+
+const SYNCED = { sync: true } as object;
+
+export function tokenFingerprint(token: string): string {
+  return createHash('sha256').update(token).digest('base64url');
+}
+
+export class SyncState {
+  private readonly store: Store;
+  readonly name: string;
+  private readonly cursors = new Map<string, number>();
+  private readonly maps = new Map<string, Mapping>();
+  info: ConnectorInfo = { lastAck: null, lastError: null };
+
+  constructor(store: Store, name: string) {
+    this.store = store;
+    this.name = name;
+  }
+
+  private key(kind: string, id = ''): string {
+    return `${this.name}:${kind}${id === '' ? '' : ':' + id}`;
+  }
+
+  /** Loads every cursor and mapping of this connector (a short scan of its keys). */
+  async load(): Promise<void> {
+    this.cursors.clear();
+    this.maps.clear();
+    const prefix = `${this.name}:`;
+    for await (const [k, v] of this.store.sync.iterator({ gte: prefix, lt: `${this.name};` })) {
+      const rest = k.slice(prefix.length);
+      if (rest.startsWith('c:')) {
+        const ts = Number(v);
+        if (Number.isFinite(ts)) this.cursors.set(rest.slice(2), ts);
+      } else if (rest.startsWith('m:')) {
+        try {
+          const m = JSON.parse(v) as Mapping;
+          if (typeof m.up === 'string' && typeof m.tags === 'object' && m.tags !== null) this.maps.set(rest.slice(2), m);
+        } catch {
+          // unreadable: the entity is looked up again by name
+        }
+      } else if (rest === 's') {
+        try {
+          this.info = { ...this.info, ...(JSON.parse(v) as Partial<ConnectorInfo>) };
+        } catch {
+          // start without it
+        }
+      }
+    }
+  }
+
+  /** The newest acknowledged sample of a point, or -Infinity when none was. */
+  cursor(pointId: string): number {
+    return this.cursors.get(pointId) ?? -Infinity;
+  }
+
+  cursorIds(): string[] {
+    return [...this.cursors.keys()];
+  }
+
+  mapping(localId: string): Mapping | undefined {
+    return this.maps.get(localId);
+  }
+
+  mappedIds(): string[] {
+    return [...this.maps.keys()];
+  }
+
+  /** Moves cursors after an acknowledged batch, and records when (one LevelDB batch). */
+  async ack(cursors: readonly (readonly [string, number])[], now: number): Promise<void> {
+    const batch = this.store.db.batch();
+    for (const [id, ts] of cursors) batch.put(this.key('c', id), String(ts), { sublevel: this.store.sync });
+    const info = { lastAck: now, lastError: null };
+    batch.put(this.key('s'), JSON.stringify(info), { sublevel: this.store.sync });
+    await batch.write();
+    for (const [id, ts] of cursors) this.cursors.set(id, ts);
+    this.info = info;
+  }
+
+  async setMappings(entries: readonly (readonly [string, Mapping])[]): Promise<void> {
+    if (entries.length === 0) return;
+    const batch = this.store.db.batch();
+    for (const [id, m] of entries) batch.put(this.key('m', id), JSON.stringify(m), { sublevel: this.store.sync });
+    await batch.write();
+    for (const [id, m] of entries) this.maps.set(id, m);
+  }
+
+  /** Forgets entities (deleted locally, or gone upstream): their cursors and mappings. */
+  async forget(ids: readonly string[], what: { cursor: boolean; mapping: boolean }): Promise<void> {
+    if (ids.length === 0) return;
+    const batch = this.store.db.batch();
+    for (const id of ids) {
+      if (what.cursor) batch.del(this.key('c', id), { sublevel: this.store.sync });
+      if (what.mapping) batch.del(this.key('m', id), { sublevel: this.store.sync });
+    }
+    await batch.write();
+    for (const id of ids) {
+      if (what.cursor) this.cursors.delete(id);
+      if (what.mapping) this.maps.delete(id);
+    }
+  }
+
+  async setError(message: string | null): Promise<void> {
+    if (this.info.lastError === message) return;
+    this.info = { ...this.info, lastError: message };
+    await this.store.sync.put(this.key('s'), JSON.stringify(this.info));
+  }
+
+  /** The stored refresh token and the fingerprint of the configured one it descends from. */
+  async loadToken(): Promise<{ from: string | null; token: string } | undefined> {
+    const v = await this.store.sync.get(this.key('t'));
+    if (v === undefined) return undefined;
+    try {
+      const j = JSON.parse(v) as { from?: unknown; token?: unknown };
+      if (typeof j.token !== 'string') return undefined;
+      return { from: typeof j.from === 'string' ? j.from : null, token: j.token };
+    } catch {
+      return undefined;
+    }
+  }
+
+  async saveToken(from: string | null, token: string): Promise<void> {
+    await this.store.sync.put(this.key('t'), JSON.stringify({ from, token }), SYNCED);
+  }
+
+  /** Names of the connectors that have anything stored. */
+  static async connectors(store: Store): Promise<string[]> {
+    const names = new Set<string>();
+    for await (const k of store.sync.keys()) {
+      const i = k.indexOf(':');
+      if (i > 0) names.add(k.slice(0, i));
+    }
+    return [...names].sort();
+  }
+}
