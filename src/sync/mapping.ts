@@ -208,6 +208,12 @@ export class Mapper {
           if (r instanceof HRef) entries.push([part[k] as string, { up: r.id, tags: encodeTags(tags[k] as Record<string, HVal>) }]);
         });
         await state.setMappings(entries);
+        // A point created upstream has no history there: all of ours is to be sent, even if a
+        // point of that name (deleted upstream since) had received it.
+        await state.forget(
+          entries.map(([id]) => id),
+          { cursor: true, mapping: false },
+        );
       };
       const all = part.map((_, k) => k);
       try {
