@@ -12,6 +12,7 @@ import { type Config, loadConfig } from './config/index.js';
 import { findTimeZone, hostTimeZone } from './haystack/tz.js';
 import { HayloftError } from './lib/errors.js';
 import { createLogger, type Logger } from './lib/log.js';
+import { SystemdNotifier } from './lib/systemd.js';
 
 const USAGE = `usage: hayloft <command> [options]
 
@@ -77,6 +78,9 @@ async function serve(argv: readonly string[]): Promise<void> {
   const app = await App.start({ config: cfg, log, firstRun: firstRunFromEnv(process.env) });
   if (app.bootstrap !== null) printBootstrap(app.bootstrap);
   log.info({ dataDir: cfg.dataDir, host: cfg.host, port: app.port, version: productVersion() }, 'Hayloft is serving');
+  // Under systemd (Type=notify): READY now, watchdog keep-alives while the store is open.
+  const systemd = new SystemdNotifier({ log, env: process.env, healthy: () => app.store.db.status === 'open' });
+  void systemd.ready(`serving on ${cfg.host}:${app.port}`);
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) {
@@ -85,8 +89,10 @@ async function serve(argv: readonly string[]): Promise<void> {
     }
     stopping = true;
     log.info({ signal }, 'stopping: finishing requests in flight');
+    void systemd.stopping();
     app.stop().then(
-      () => {
+      async () => {
+        await systemd.flushed();
         log.info('stopped');
         log.flush();
         process.exitCode = 0;
