@@ -1,6 +1,6 @@
 /**
  * The composition root: builds every part from the Config, starts them in order (store, model,
- * auth, history, watches, HTTP) and stops them in reverse. Nothing else constructs long-lived parts.
+ * auth, history, watches, poller, HTTP) and stops them in reverse. Nothing else constructs long-lived parts.
  */
 import { readFileSync } from 'node:fs';
 import { AuthService, type Bootstrap } from './auth/auth.js';
@@ -14,10 +14,12 @@ import { Model } from './model/model.js';
 import { Store } from './store/db.js';
 import { RecordStore } from './store/records.js';
 import { WatchManager } from './watch/index.js';
-import { refreshFromHistory } from './api/ops/his.js';
+import { publishHisStats, refreshFromHistory } from './api/ops/his.js';
 import { HistoryStore } from './store/history.js';
 import type { HRef } from './haystack/values.js';
 import { Uplink } from './sync/index.js';
+import { DriverRegistry, ModbusDriver } from './drivers/index.js';
+import { Poller } from './poller/index.js';
 
 let version: string | undefined;
 
@@ -90,6 +92,9 @@ export class App {
   bootstrap: Bootstrap | null = null;
   /** The uplink to the upstream service while serving, when one is configured and enabled. */
   uplink: Uplink | null = null;
+  /** The poller while serving: reads devices into curVal/curStatus/curErr and collects history. */
+  poller: Poller | null = null;
+  private drivers: DriverRegistry | null = null;
 
   private constructor(config: Config, log: Logger, parts: Parts) {
     this.config = config;
@@ -161,6 +166,7 @@ export class App {
     const app = await App.open(opts);
     try {
       app.watches.start();
+      app.startPoller(opts.clock ?? systemClock);
       app.port = (await app.server.listen(opts.config.port, opts.config.host)).port;
       const up = opts.config.uplink;
       if (up !== null && up.enabled) {
@@ -172,6 +178,22 @@ export class App {
       throw e;
     }
     return app;
+  }
+
+  private startPoller(clock: Clock): void {
+    const drivers = (this.drivers = new DriverRegistry([new ModbusDriver()]));
+    this.poller = new Poller({
+      model: this.model,
+      history: this.history,
+      drivers,
+      clock,
+      log: this.log,
+      // Collected history shows in hisSize/hisStart/hisEnd as hisWrite's does.
+      onHistoryWritten: (ids) => {
+        for (const id of ids) publishHisStats(this.model, this.history, id);
+      },
+    });
+    this.poller.start();
   }
 
   private dropHistory(id: string): void {
@@ -187,6 +209,9 @@ export class App {
   private async close(): Promise<void> {
     // First: it reads history and writes its cursors until it stops.
     await this.uplink?.stop();
+    // Before history: it writes what it collected until it stops.
+    await this.poller?.stop();
+    await this.drivers?.close();
     this.unsubscribe();
     this.watches.stop();
     this.auth.stop();

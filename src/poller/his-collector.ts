@@ -1,0 +1,167 @@
+/**
+ * History collection of polled `his` points, and its writes.
+ *
+ * - `hisCollectInterval` (Number with a time unit): a sample at the first fresh read in each
+ *   interval, intervals aligned to the epoch (every 15 min means :00, :15, :30, :45 UTC).
+ * - `hisCollectCov`: Marker, a sample whenever the value changes; Number, whenever a Number
+ *   point moves by at least that much from the last sample (Bool and Str points: any change).
+ *   The first fresh read after a start is always sampled: nothing says what was last stored.
+ * Both may be given: a read that meets either is sampled once. Only fresh (ok) values are
+ * sampled; an outage leaves a gap rather than repeated old values.
+ *
+ * Writes: samples gather in memory and go to the history store in one synced batch per poll
+ * cycle. At most one write is in flight: samples arriving meanwhile wait for it and go together
+ * in the next batch, so a slow flash card makes batches bigger, not more numerous.
+ */
+import { durationMs } from '../haystack/duration.js';
+import { HNumber, type HDict, MARKER } from '../haystack/values.js';
+import { configError } from '../drivers/driver.js';
+import type { Logger } from '../lib/log.js';
+import type { HisKind, HisSample, HisWrite, HistoryStore } from '../store/history.js';
+
+export interface CollectPlan {
+  /** Sample interval, ms; undefined when only COV. */
+  readonly intervalMs: number | undefined;
+  /** COV tolerance (0: any change); undefined when only by interval. */
+  readonly cov: number | undefined;
+}
+
+/** Collection state of one point. */
+export interface Collecting {
+  readonly id: string;
+  readonly kind: HisKind;
+  readonly plan: CollectPlan;
+  /** Interval number of the last sample (-Infinity: none yet). */
+  lastSlot: number;
+  /** Value of the last sample (undefined: none yet). */
+  lastVal: number | boolean | string | undefined;
+}
+
+/**
+ * The collection plan of a point's tags: undefined when it collects nothing (no `his` marker or
+ * no collect tag). Throws HL_DRIVER_CONFIG for malformed collect tags.
+ */
+export function collectPlan(tags: HDict): CollectPlan | undefined {
+  if (!tags.has('his')) return undefined;
+  const iv = tags.get('hisCollectInterval');
+  const cv = tags.get('hisCollectCov');
+  if (iv === undefined && cv === undefined) return undefined;
+  let intervalMs: number | undefined;
+  if (iv !== undefined) {
+    const ms = durationMs(iv);
+    if (typeof ms === 'string') throw configError(`hisCollectInterval ${ms}`);
+    intervalMs = ms;
+  }
+  let cov: number | undefined;
+  if (cv === MARKER) cov = 0;
+  else if (cv instanceof HNumber && Number.isFinite(cv.val) && cv.val >= 0) cov = cv.val;
+  else if (cv !== undefined) throw configError('hisCollectCov must be a Marker (every change) or a Number tolerance of 0 or more');
+  return { intervalMs, cov };
+}
+
+export interface HisCollectorOptions {
+  history: HistoryStore;
+  log: Logger;
+  /** Told which points got samples after each write (the app republishes their his stats). */
+  onWritten?: (ids: readonly string[]) => void;
+}
+
+export class HisCollector {
+  private readonly history: HistoryStore;
+  private readonly log: Logger;
+  private readonly onWritten: ((ids: readonly string[]) => void) | undefined;
+  private pending = new Map<string, { kind: HisKind; samples: HisSample[] }>();
+  private writing: Promise<void> | undefined;
+  /** Points whose kind differs from their stored history: warned once, not sampled. */
+  private readonly kindWarned = new Set<string>();
+
+  constructor(opts: HisCollectorOptions) {
+    this.history = opts.history;
+    this.log = opts.log;
+    this.onWritten = opts.onWritten;
+  }
+
+  /** A fresh value of a collecting point, read at `ts`: sampled when its plan says so. */
+  offer(c: Collecting, val: number | boolean | string, ts: number): void {
+    const p = c.plan;
+    let take = false;
+    if (p.intervalMs !== undefined) {
+      const slot = Math.floor(ts / p.intervalMs);
+      if (slot > c.lastSlot) {
+        c.lastSlot = slot;
+        take = true;
+      }
+    }
+    if (p.cov !== undefined && !take) {
+      const last = c.lastVal;
+      if (last === undefined) take = true;
+      else if (typeof val === 'number' && typeof last === 'number') take = p.cov === 0 ? !Object.is(val, last) : Math.abs(val - last) >= p.cov || Number.isNaN(val) !== Number.isNaN(last);
+      else take = val !== last;
+    }
+    if (!take) return;
+    if (p.intervalMs !== undefined) c.lastSlot = Math.max(c.lastSlot, Math.floor(ts / p.intervalMs));
+    c.lastVal = val;
+    let e = this.pending.get(c.id);
+    if (e === undefined || e.kind !== c.kind) this.pending.set(c.id, (e = { kind: c.kind, samples: [] }));
+    e.samples.push({ ts, val });
+  }
+
+  /** Drops the pending samples of a point that is gone (deleted, or no longer collecting). */
+  forget(id: string): void {
+    this.pending.delete(id);
+    this.kindWarned.delete(id);
+  }
+
+  /** Samples waiting to be written. */
+  get backlog(): number {
+    let n = 0;
+    for (const e of this.pending.values()) n += e.samples.length;
+    return n;
+  }
+
+  /** Writes what is pending, unless a write is in flight (then it follows that one). */
+  flush(): void {
+    if (this.writing !== undefined || this.pending.size === 0) return;
+    const batch = this.pending;
+    this.pending = new Map();
+    this.writing = this.write(batch).finally(() => {
+      this.writing = undefined;
+      this.flush();
+    });
+  }
+
+  /** Resolves when nothing is pending or being written. */
+  async idle(): Promise<void> {
+    this.flush();
+    while (this.writing !== undefined) {
+      await this.writing;
+      this.flush();
+    }
+  }
+
+  private async write(batch: Map<string, { kind: HisKind; samples: HisSample[] }>): Promise<void> {
+    const writes: HisWrite[] = [];
+    for (const [pointId, e] of batch) {
+      // One point whose kind changed (its old history is of another kind) would fail the whole
+      // batch (writeMany is all or nothing): leave it out, once warned.
+      const stored = this.history.stats(pointId).kind;
+      if (stored !== undefined && stored !== e.kind) {
+        if (!this.kindWarned.has(pointId)) {
+          this.kindWarned.add(pointId);
+          this.log.warn({ pointId, kind: e.kind, stored }, 'not collecting history: the point holds history of another kind (delete it with hisDelete)');
+        }
+        continue;
+      }
+      this.kindWarned.delete(pointId);
+      writes.push({ pointId, kind: e.kind, samples: e.samples });
+    }
+    if (writes.length === 0) return;
+    try {
+      await this.history.writeMany(writes);
+    } catch (err) {
+      this.log.error({ err, points: writes.length }, 'cannot write collected history; these samples are lost');
+      return;
+    }
+    this.onWritten?.(writes.map((w) => w.pointId));
+  }
+}

@@ -1,0 +1,616 @@
+/**
+ * The poller: the one scheduler that reads every polled point through its driver into `curVal`,
+ * `curStatus`, `curErr` (and connectors' `connStatus`, `connErr`), and collects history.
+ *
+ * Configuration is the model itself. Connectors (records with a driver's connector marker,
+ * `modbusConn`, `bacnetConn`) and points (a driver's Ref tag and address tag, `modbusConnRef` and
+ * `modbusCur`) are picked up, changed and dropped as createRec/updateRec/deleteRec commit: the
+ * poller listens to model changes and rebuilds only what a change touches. No restart.
+ *
+ * Scheduling: a connector's points are grouped into buckets by poll time (`pollTime` on the point,
+ * else on the connector, else 10 s). A bucket is read with one driver call (the driver batches:
+ * Modbus blocks, BACnet ReadPropertyMultiple). First polls are staggered over the poll time
+ * (golden-ratio offsets, so buckets added later still spread out). A connector runs one bucket at
+ * a time (and the driver serialises requests per physical link); connectors run independently,
+ * so one dead device never delays the others. A bucket that falls behind is not read twice to
+ * catch up: it keeps its phase and skips the missed cycles.
+ *
+ * Status (wire-notes §6): `ok` with `curVal`; `down` (the device does not answer, the link is
+ * lost) and `fault` (configuration, or the device refuses the point) with `curErr` and no
+ * `curVal`; `stale` keeps the last `curVal` when no fresh value came within the stale time
+ * (connector `staleTime`, default three poll times and at least 30 s); `disabled` for a
+ * `disabled` connector or point; `unknown` until the first read. A down connector is retried
+ * with exponential backoff (1 s doubling to 1 min, never faster than its poll time) and returns to
+ * `ok` by itself when the device answers.
+ *
+ * Cost model (100 devices × 100 points a second on a small controller): per cycle one driver call
+ * per bucket; a point's transient tags are set only when its value, status or error changed
+ * (setTransient, watches and read-views are not touched by an unchanged reading).
+ */
+import { type Driver, type DriverConn, type PreparedPoint, type RawValue, configError } from '../drivers/driver.js';
+import type { DriverRegistry } from '../drivers/registry.js';
+import { durationTag } from '../drivers/tags.js';
+import { HNumber, HRef, type HDict, type HVal } from '../haystack/values.js';
+import type { Clock } from '../lib/clock.js';
+import { ErrorCodes, isHayloftError } from '../lib/errors.js';
+import type { Logger } from '../lib/log.js';
+import type { Model, ModelChange } from '../model/model.js';
+import type { HisKind, HistoryStore } from '../store/history.js';
+import { type Collecting, HisCollector, collectPlan } from './his-collector.js';
+
+export type PointStatus = 'ok' | 'stale' | 'down' | 'fault' | 'disabled' | 'unknown';
+export type ConnStatus = 'ok' | 'down' | 'fault' | 'disabled';
+
+export const DEFAULT_POLL_MS = 10_000;
+export const MIN_STALE_MS = 30_000;
+const MAX_TIMER_MS = 30_000;
+const GOLDEN = 0.6180339887498949;
+const KINDS: readonly string[] = ['Number', 'Bool', 'Str'];
+
+export interface PollerOptions {
+  model: Model;
+  history: HistoryStore;
+  drivers: DriverRegistry;
+  clock: Clock;
+  log: Logger;
+  /** Told which points got history after each write (the app republishes their his stats). */
+  onHistoryWritten?: (ids: readonly string[]) => void;
+  /** Run on timers (default). False: nothing runs until tick() (tests with a ManualClock). */
+  timers?: boolean;
+  /** Retry delays of a down connector: from `minMs`, doubling, up to `maxMs`. */
+  backoff?: { minMs?: number; maxMs?: number };
+  /** Poll time of connectors without `pollTime`. */
+  defaultPollMs?: number;
+}
+
+export interface PollerStats {
+  connectors: number;
+  points: number;
+  buckets: number;
+  /** Driver reads done (buckets polled) since start. */
+  reads: number;
+  /** Of them, reads that found the device down. */
+  failures: number;
+  /** History samples waiting to be written. */
+  hisBacklog: number;
+}
+
+interface ConnState {
+  readonly id: string;
+  readonly rec: HDict;
+  readonly driver: Driver;
+  readonly conn: DriverConn | undefined;
+  /** Why it is not polled: a fault (bad tags) or disabled. */
+  readonly problem: { status: 'fault' | 'disabled'; err: string | undefined } | undefined;
+  readonly pollMs: number;
+  readonly staleMs: number | undefined;
+  readonly buckets: Map<number, Bucket>;
+  busy: boolean;
+  closed: boolean;
+  failures: number;
+  retryAt: number;
+  status: ConnStatus | undefined;
+  err: string | undefined;
+}
+
+interface Bucket {
+  readonly conn: ConnState;
+  readonly pollMs: number;
+  staleMs: number;
+  points: PointState[];
+  prepared: PreparedPoint[];
+  due: number;
+  /** Time of the last successful read (0: none yet). */
+  lastOk: number;
+  /** Its ok points were made stale; cleared by the next successful read. */
+  stale: boolean;
+}
+
+interface PointState {
+  readonly id: string;
+  readonly rec: HDict;
+  readonly driver: Driver;
+  readonly connId: string | undefined;
+  readonly conn: ConnState | undefined;
+  /** Undefined when the point is not polled (fault or disabled). */
+  readonly prepared: PreparedPoint | undefined;
+  readonly kind: HisKind;
+  readonly unit: string | null;
+  readonly pollMs: number;
+  readonly collect: Collecting | undefined;
+  status: PointStatus | undefined;
+  raw: RawValue | undefined;
+  err: string | undefined;
+}
+
+function message(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** A read value as the point's kind holds it, or an error message. */
+function convert(kind: HisKind, v: RawValue): RawValue | { err: string } {
+  switch (kind) {
+    case 'Number':
+      if (typeof v === 'number') return v;
+      if (typeof v === 'boolean') return v ? 1 : 0;
+      return { err: `the device sent text ("${v.slice(0, 40)}") for a Number point` };
+    case 'Bool':
+      if (typeof v === 'boolean') return v;
+      if (typeof v === 'number') return v !== 0;
+      return { err: `the device sent text ("${v.slice(0, 40)}") for a Bool point` };
+    case 'Str':
+      return typeof v === 'string' ? v : String(v);
+  }
+}
+
+export class Poller {
+  private readonly model: Model;
+  private readonly drivers: DriverRegistry;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private readonly useTimers: boolean;
+  private readonly minBackoffMs: number;
+  private readonly maxBackoffMs: number;
+  private readonly defaultPollMs: number;
+  private readonly collector: HisCollector;
+  private readonly conns = new Map<string, ConnState>();
+  private readonly points = new Map<string, PointState>();
+  /** Connector id -> the points naming it (whether or not it exists or is a connector). */
+  private readonly byConn = new Map<string, Set<PointState>>();
+  private readonly dirty = new Set<ConnState>();
+  private readonly inflight = new Set<Promise<void>>();
+  /** Buckets created per poll time: the golden-ratio sequence index of the next one's offset. */
+  private readonly staggered = new Map<number, number>();
+  private unlisten: (() => void) | undefined;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private timerAt = Infinity;
+  private running = false;
+  private reads = 0;
+  private failures = 0;
+
+  constructor(opts: PollerOptions) {
+    this.model = opts.model;
+    this.drivers = opts.drivers;
+    this.clock = opts.clock;
+    this.log = opts.log;
+    this.useTimers = opts.timers ?? true;
+    this.minBackoffMs = opts.backoff?.minMs ?? 1000;
+    this.maxBackoffMs = opts.backoff?.maxMs ?? 60_000;
+    this.defaultPollMs = opts.defaultPollMs ?? DEFAULT_POLL_MS;
+    this.collector = new HisCollector({ history: opts.history, log: opts.log, onWritten: opts.onHistoryWritten });
+  }
+
+  /** Loads every connector and point from the model and starts polling. */
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.unlisten = this.model.onChange((c) => this.changed(c));
+    for (const d of this.drivers.all()) {
+      for (const rec of this.model.query(d.connTag)) this.upsertConn((rec.get('id') as HRef).id);
+    }
+    for (const d of this.drivers.all()) {
+      for (const rec of this.model.query(d.refTag)) this.upsertPoint((rec.get('id') as HRef).id);
+    }
+    this.rebuildDirty();
+    this.log.info({ connectors: this.conns.size, points: this.points.size }, 'poller started');
+    this.wake(this.clock.now());
+  }
+
+  /** Stops polling: waits for reads in flight and history writes, closes every connection. */
+  async stop(): Promise<void> {
+    if (!this.running) return;
+    this.running = false;
+    this.unlisten?.();
+    this.unlisten = undefined;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAt = Infinity;
+    await Promise.allSettled([...this.inflight]);
+    await this.collector.idle();
+    await Promise.allSettled([...this.conns.values()].map((c) => this.closeConn(c)));
+    this.conns.clear();
+    this.points.clear();
+    this.byConn.clear();
+    this.dirty.clear();
+  }
+
+  stats(): PollerStats {
+    let buckets = 0;
+    for (const c of this.conns.values()) buckets += c.buckets.size;
+    return { connectors: this.conns.size, points: this.points.size, buckets, reads: this.reads, failures: this.failures, hisBacklog: this.collector.backlog };
+  }
+
+  /**
+   * Runs what is due now (reads of due buckets, stale checks) and resolves when the reads it
+   * started have ended and their history is written. The timers call it; tests with a ManualClock
+   * call it by hand.
+   */
+  async tick(): Promise<void> {
+    if (!this.running) return;
+    const now = this.clock.now();
+    const started: Promise<void>[] = [];
+    let next = now + MAX_TIMER_MS;
+    for (const cs of this.conns.values()) {
+      if (cs.conn === undefined || cs.buckets.size === 0) continue;
+      let due = Infinity;
+      for (const b of cs.buckets.values()) {
+        if (b.due < due) due = b.due;
+        if (!b.stale && b.lastOk > 0) {
+          const staleAt = b.lastOk + b.staleMs;
+          if (staleAt <= now) this.makeStale(b);
+          else if (staleAt < next) next = staleAt;
+        }
+      }
+      if (cs.busy) continue;
+      const at = Math.max(due, cs.retryAt);
+      if (at <= now) started.push(this.track(this.runConn(cs)));
+      else if (at < next) next = at;
+    }
+    this.wake(next);
+    await Promise.all(started);
+    await this.collector.idle();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Reading
+
+  private track(p: Promise<void>): Promise<void> {
+    this.inflight.add(p);
+    void p.finally(() => this.inflight.delete(p));
+    return p;
+  }
+
+  /** Reads the due buckets of one connector, one after the other, until none is due or it is down. */
+  private async runConn(cs: ConnState): Promise<void> {
+    cs.busy = true;
+    try {
+      while (this.running && !cs.closed) {
+        const now = this.clock.now();
+        if (now < cs.retryAt) break;
+        let b: Bucket | undefined;
+        for (const x of cs.buckets.values()) if (x.due <= now && (b === undefined || x.due < b.due)) b = x;
+        if (b === undefined) break;
+        // Keep the bucket's phase; skip missed cycles rather than reading twice to catch up.
+        b.due += Math.max(1, Math.ceil((now - b.due + 1) / b.pollMs)) * b.pollMs;
+        if (!(await this.poll(cs, b))) break;
+      }
+    } catch (err) {
+      this.log.error({ err, connId: cs.id }, 'poller error');
+    } finally {
+      cs.busy = false;
+      if (this.running && !cs.closed) {
+        let due = Infinity;
+        for (const x of cs.buckets.values()) if (x.due < due) due = x.due;
+        this.wake(Math.max(due, cs.retryAt));
+      }
+    }
+    this.collector.flush();
+  }
+
+  /** One driver read of a bucket; false when the device is down. */
+  private async poll(cs: ConnState, b: Bucket): Promise<boolean> {
+    const conn = cs.conn as DriverConn;
+    const points = b.points;
+    let results;
+    this.reads++;
+    try {
+      results = await conn.read(b.prepared);
+    } catch (e) {
+      if (cs.closed) return false;
+      this.failures++;
+      this.connDown(cs, e);
+      return false;
+    }
+    if (cs.closed) return false;
+    const now = this.clock.now();
+    this.connUp(cs);
+    b.lastOk = now;
+    b.stale = false;
+    for (let i = 0; i < points.length; i++) {
+      const ps = points[i] as PointState;
+      if (this.points.get(ps.id) !== ps) continue; // changed or removed while reading
+      const r = results[i];
+      if (r === undefined) {
+        this.publish(ps, 'fault', undefined, 'the driver returned no value for this point');
+      } else if ('val' in r) {
+        const v = convert(ps.kind, r.val);
+        if (typeof v === 'object') this.publish(ps, 'fault', undefined, v.err);
+        else {
+          this.publish(ps, 'ok', v, undefined);
+          if (ps.collect !== undefined) this.collector.offer(ps.collect, v, now);
+        }
+      } else {
+        this.publish(ps, r.err.code === ErrorCodes.DRIVER_DOWN ? 'down' : 'fault', undefined, r.err.message);
+      }
+    }
+    return true;
+  }
+
+  private connDown(cs: ConnState, e: unknown): void {
+    const expected = isHayloftError(e, ErrorCodes.DRIVER_DOWN);
+    const err = expected ? message(e) : `driver error: ${message(e)}`;
+    if (!expected) this.log.error({ err: e, connId: cs.id }, 'unexpected driver error; the connector is treated as down');
+    cs.failures++;
+    const delay = Math.min(this.maxBackoffMs, this.minBackoffMs * 2 ** Math.min(30, cs.failures - 1));
+    cs.retryAt = this.clock.now() + delay;
+    if (cs.failures === 1) this.log.warn({ connId: cs.id, err }, 'connector down');
+    else this.log.debug({ connId: cs.id, err, failures: cs.failures, retryInMs: delay }, 'connector still down');
+    this.publishConn(cs, 'down', err);
+    for (const ps of this.byConn.get(cs.id) ?? []) {
+      if (ps.conn === cs && ps.prepared !== undefined) this.publish(ps, 'down', undefined, err);
+    }
+  }
+
+  private connUp(cs: ConnState): void {
+    if (cs.failures > 0) this.log.info({ connId: cs.id, failures: cs.failures }, 'connector answers again');
+    cs.failures = 0;
+    cs.retryAt = 0;
+    this.publishConn(cs, 'ok', undefined);
+  }
+
+  private makeStale(b: Bucket): void {
+    b.stale = true;
+    for (const ps of b.points) {
+      if (ps.status === 'ok' && this.points.get(ps.id) === ps) this.publish(ps, 'stale', ps.raw, undefined);
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Publishing
+
+  private publish(ps: PointState, status: PointStatus, raw: RawValue | undefined, err: string | undefined): void {
+    const tags: Record<string, HVal> = {};
+    let any = false;
+    if (ps.status !== status) {
+      tags.curStatus = status;
+      ps.status = status;
+      any = true;
+    }
+    if (!Object.is(ps.raw, raw)) {
+      tags.curVal = raw === undefined ? null : ps.kind === 'Number' ? new HNumber(raw as number, ps.unit) : raw;
+      ps.raw = raw;
+      any = true;
+    }
+    if (ps.err !== err) {
+      tags.curErr = err ?? null;
+      ps.err = err;
+      any = true;
+    }
+    if (any) this.model.setTransient(ps.id, tags);
+  }
+
+  private publishConn(cs: ConnState, status: ConnStatus, err: string | undefined): void {
+    if (cs.status === status && cs.err === err) return;
+    cs.status = status;
+    cs.err = err;
+    this.model.setTransient(cs.id, { connStatus: status, connErr: err ?? null });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Configuration from the model
+
+  private changed(c: ModelChange): void {
+    if (!this.running) return;
+    for (const rec of c.deleted) {
+      const id = (rec.get('id') as HRef).id;
+      if (this.conns.has(id)) this.upsertConn(id);
+      if (this.points.has(id)) this.upsertPoint(id);
+    }
+    for (const list of [c.created, c.updated]) {
+      for (const rec of list) {
+        const id = (rec.get('id') as HRef).id;
+        if (this.conns.has(id) || this.drivers.all().some((d) => rec.has(d.connTag))) this.upsertConn(id);
+      }
+    }
+    for (const list of [c.created, c.updated]) {
+      for (const rec of list) {
+        const id = (rec.get('id') as HRef).id;
+        if (this.points.has(id) || this.drivers.all().some((d) => rec.has(d.refTag))) this.upsertPoint(id);
+      }
+    }
+    this.rebuildDirty();
+  }
+
+  private upsertConn(id: string): void {
+    const rec = this.model.stored(id);
+    const old = this.conns.get(id);
+    if (old !== undefined && old.rec === rec) return;
+    if (old !== undefined) {
+      this.conns.delete(id);
+      void this.closeConn(old);
+    }
+    const driver = rec === undefined ? undefined : this.drivers.all().find((d) => rec.has(d.connTag));
+    if (rec !== undefined && driver !== undefined) {
+      let conn: DriverConn | undefined;
+      let problem: ConnState['problem'];
+      let pollMs = this.defaultPollMs;
+      let staleMs: number | undefined;
+      if (rec.has('disabled')) problem = { status: 'disabled', err: undefined };
+      else {
+        try {
+          pollMs = durationTag(rec, 'pollTime', this.defaultPollMs);
+          staleMs = rec.has('staleTime') ? durationTag(rec, 'staleTime', 0) : undefined;
+          conn = driver.open({ id, tags: rec });
+        } catch (e) {
+          problem = { status: 'fault', err: message(e) };
+          if (!isHayloftError(e)) this.log.error({ err: e, connId: id }, 'unexpected error opening a connector');
+        }
+      }
+      const cs: ConnState = {
+        id,
+        rec,
+        driver,
+        conn,
+        problem,
+        pollMs,
+        staleMs,
+        buckets: new Map(),
+        busy: false,
+        closed: false,
+        failures: 0,
+        retryAt: 0,
+        status: undefined,
+        err: undefined,
+      };
+      this.conns.set(id, cs);
+      if (problem !== undefined) this.publishConn(cs, problem.status, problem.err);
+      else if (old?.status !== undefined) this.publishConn(cs, old.status, old.err);
+      this.log.debug({ connId: id, driver: driver.name, problem }, old === undefined ? 'connector added' : 'connector changed');
+    } else if (rec !== undefined && old !== undefined) {
+      // No longer a connector (cannot happen through the model: the primary marker is fixed).
+      this.model.setTransient(id, { connStatus: null, connErr: null });
+    }
+    // Its points follow: they poll through the new connection, or fault without one.
+    for (const ps of [...(this.byConn.get(id) ?? [])]) this.upsertPoint(ps.id);
+  }
+
+  private async closeConn(cs: ConnState): Promise<void> {
+    cs.closed = true;
+    cs.buckets.clear();
+    this.dirty.delete(cs);
+    try {
+      await cs.conn?.close();
+    } catch (err) {
+      this.log.warn({ err, connId: cs.id }, 'error closing a connector');
+    }
+  }
+
+  private upsertPoint(id: string): void {
+    const rec = this.model.stored(id);
+    const old = this.points.get(id);
+    const driver = rec === undefined ? undefined : this.drivers.all().find((d) => rec.has(d.refTag) && rec.has(d.curTag));
+    if (rec === undefined || driver === undefined) {
+      if (old === undefined) return;
+      this.detach(old);
+      this.points.delete(id);
+      this.collector.forget(id);
+      // No longer polled (its driver tags were removed): its driver-set tags go too.
+      if (rec !== undefined) this.model.setTransient(id, { curVal: null, curStatus: null, curErr: null });
+      return;
+    }
+    const ref = rec.get(driver.refTag);
+    const connId = ref instanceof HRef ? ref.id : undefined;
+    const cs = connId === undefined ? undefined : this.conns.get(connId);
+    if (old !== undefined && old.rec === rec && old.conn === cs) return;
+    if (old !== undefined) this.detach(old);
+
+    let problem: { status: 'fault' | 'disabled'; err: string | undefined } | undefined;
+    let prepared: PreparedPoint | undefined;
+    let kind: HisKind = 'Number';
+    let unit: string | null = null;
+    let pollMs = cs?.pollMs ?? this.defaultPollMs;
+    let collect: Collecting | undefined;
+    if (connId === undefined) problem = { status: 'fault', err: `${driver.refTag} must be a Ref to a ${driver.connTag} record` };
+    else if (cs === undefined || cs.driver !== driver) problem = { status: 'fault', err: `${driver.refTag} @${connId} is not a ${driver.connTag} record` };
+    else if (rec.has('disabled') || cs.problem?.status === 'disabled') problem = { status: 'disabled', err: undefined };
+    else if (cs.problem !== undefined) problem = { status: 'fault', err: `connector @${cs.id}: ${cs.problem.err ?? ''}` };
+    else {
+      try {
+        const k = rec.get('kind');
+        if (typeof k !== 'string' || !KINDS.includes(k)) throw configError(`kind must be Number, Bool or Str${typeof k === 'string' ? ` (not "${k}")` : ''}`);
+        kind = k as HisKind;
+        const u = rec.get('unit');
+        if (kind === 'Number' && typeof u === 'string') {
+          new HNumber(0, u); // throws for a unit that is not valid unit text
+          unit = u;
+        }
+        pollMs = durationTag(rec, 'pollTime', cs.pollMs);
+        const plan = collectPlan(rec);
+        const prev = old?.collect;
+        if (plan !== undefined) collect = { id, kind, plan, lastSlot: prev?.lastSlot ?? -Infinity, lastVal: prev?.kind === kind ? prev.lastVal : undefined };
+        prepared = (cs.conn as DriverConn).prepare({ id, tags: rec });
+      } catch (e) {
+        problem = { status: 'fault', err: message(e) };
+        if (!isHayloftError(e)) this.log.debug({ err: e, pointId: id }, 'point configuration refused');
+      }
+    }
+    if (collect === undefined) this.collector.forget(id);
+    const ps: PointState = {
+      id,
+      rec,
+      driver,
+      connId,
+      conn: cs,
+      prepared: problem === undefined ? prepared : undefined,
+      kind,
+      unit,
+      pollMs,
+      collect,
+      status: old?.status,
+      raw: old?.raw,
+      err: old?.err,
+    };
+    this.points.set(id, ps);
+    if (connId !== undefined) {
+      let s = this.byConn.get(connId);
+      if (s === undefined) this.byConn.set(connId, (s = new Set()));
+      s.add(ps);
+    }
+    if (cs !== undefined) this.dirty.add(cs);
+    if (problem !== undefined) this.publish(ps, problem.status, undefined, problem.err);
+    else if (old === undefined || old.status === 'fault' || old.status === 'disabled' || old.kind !== kind || old.unit !== unit) {
+      this.publish(ps, 'unknown', undefined, undefined);
+    }
+  }
+
+  private detach(ps: PointState): void {
+    if (ps.connId !== undefined) {
+      const s = this.byConn.get(ps.connId);
+      s?.delete(ps);
+      if (s?.size === 0) this.byConn.delete(ps.connId);
+    }
+    if (ps.conn !== undefined) this.dirty.add(ps.conn);
+  }
+
+  private rebuildDirty(): void {
+    const now = this.clock.now();
+    let next = Infinity;
+    for (const cs of this.dirty) {
+      if (cs.closed || this.conns.get(cs.id) !== cs) continue;
+      const groups = new Map<number, PointState[]>();
+      for (const ps of this.byConn.get(cs.id) ?? []) {
+        if (ps.conn !== cs || ps.prepared === undefined) continue;
+        let g = groups.get(ps.pollMs);
+        if (g === undefined) groups.set(ps.pollMs, (g = []));
+        g.push(ps);
+      }
+      for (const ms of [...cs.buckets.keys()]) if (!groups.has(ms)) cs.buckets.delete(ms);
+      for (const [ms, pts] of groups) {
+        pts.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+        let b = cs.buckets.get(ms);
+        if (b === undefined) {
+          const k = this.staggered.get(ms) ?? 0;
+          this.staggered.set(ms, k + 1);
+          const offset = Math.floor(((k * GOLDEN) % 1) * ms);
+          b = { conn: cs, pollMs: ms, staleMs: 0, points: [], prepared: [], due: now + offset, lastOk: 0, stale: false };
+          cs.buckets.set(ms, b);
+        }
+        b.staleMs = cs.staleMs ?? Math.max(3 * ms, MIN_STALE_MS);
+        b.points = pts;
+        // A new array: drivers cache their request plans by the array's identity.
+        b.prepared = pts.map((p) => p.prepared as PreparedPoint);
+        if (b.due < next) next = b.due;
+      }
+    }
+    this.dirty.clear();
+    if (next < Infinity) this.wake(next);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Timer
+
+  private wake(at: number): void {
+    if (!this.useTimers || !this.running) return;
+    if (this.timer !== undefined && this.timerAt <= at) return;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    const delay = Math.min(MAX_TIMER_MS, Math.max(0, at - this.clock.now()));
+    this.timerAt = at;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.timerAt = Infinity;
+      this.tick().catch((err: unknown) => this.log.error({ err }, 'poller tick failed'));
+    }, delay);
+    // Polling alone does not keep the process alive: the HTTP server does, and stop() ends it.
+    this.timer.unref();
+  }
+}
