@@ -104,3 +104,28 @@ export async function backlogReport(opts: { store: Store; model: Model; history:
   }
   return out;
 }
+
+function when(ms: number | null): string {
+  return ms === null ? 'never' : new Date(ms).toISOString().replace('.000Z', 'Z');
+}
+
+/** The report as text for an operator: one block per connector, optionally a line per point behind. */
+export function formatBacklog(report: readonly ConnectorBacklog[], perPoint = false): string {
+  if (report.length === 0) return 'no uplink is configured (see the uplink section of the configuration) and none has left anything in the data folder\n';
+  const n = (x: number): string => x.toLocaleString('en-US');
+  const lines: string[] = [];
+  for (const c of report) {
+    lines.push(c.configured ? `connector ${c.name} -> ${c.url ?? ''}` : `connector ${c.name} (not in the configuration: only its cursors are left in the data folder)`);
+    lines.push(`  points:   ${n(c.points)} ${c.configured ? 'selected' : 'with a cursor'}, ${n(c.mapped)} found upstream, ${n(c.behind)} behind`);
+    lines.push(`  backlog:  ${n(c.samples)} samples${c.oldest === null ? '' : `; oldest not yet acknowledged ${when(c.oldest)}`}`);
+    lines.push(`  last acknowledged batch: ${when(c.lastAck)}`);
+    if (c.lastError !== null) lines.push(`  last error: ${c.lastError}`);
+    if (perPoint) {
+      for (const p of c.perPoint) {
+        if (p.samples === 0) continue;
+        lines.push(`    ${p.fqname ?? '@' + p.id}\t${n(p.samples)} samples from ${when(p.oldest)}; acknowledged up to ${when(p.cursor)}`);
+      }
+    }
+  }
+  return lines.join('\n') + '\n';
+}

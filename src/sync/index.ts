@@ -8,4 +8,4 @@ export { type UplinkStats, type SyncStatus, Uplink, type UplinkOptions } from '.
 export { SyncState } from './state.js';
 export type { UplinkSettings } from './settings.js';
 export { UpstreamClient, UpstreamError } from './client.js';
-export { type ConnectorBacklog, backlogReport } from './backlog.js';
+export { type ConnectorBacklog, backlogReport, formatBacklog } from './backlog.js';
