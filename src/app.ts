@@ -16,6 +16,9 @@ import { RecordStore } from './store/records.js';
 import { WatchManager } from './watch/index.js';
 import { publishHisStats, refreshFromHistory } from './api/ops/his.js';
 import { HistoryStore } from './store/history.js';
+import type { HealthReport } from './api/server.js';
+import { Metrics } from './lib/metrics.js';
+import { backupStream, storeSizeBytes } from './store/backup.js';
 import type { HRef } from './haystack/values.js';
 import { Uplink } from './sync/index.js';
 import { DriverRegistry, ModbusDriver } from './drivers/index.js';
@@ -64,6 +67,8 @@ export interface AppOptions {
   log: Logger;
   clock?: Clock;
   firstRun?: FirstRun;
+  /** Process metrics (CPU, memory, event loop) in /metrics: the daemon turns them on. */
+  processMetrics?: boolean;
 }
 
 /** The long-lived parts, built once by App.open. */
@@ -90,6 +95,8 @@ export class App {
   port = 0;
   /** What the first start created (credentials to print once), or null on later starts. */
   bootstrap: Bootstrap | null = null;
+  /** What GET /metrics serves; parts started later (poller, uplink) may add their own. */
+  metrics: Metrics | null = null;
   /** The uplink to the upstream service while serving, when one is configured and enabled. */
   uplink: Uplink | null = null;
   /** The poller while serving: reads devices into curVal/curStatus/curErr and collects history. */
@@ -127,6 +134,9 @@ export class App {
         log,
         limits: { maxWatchesPerUser: config.watchMaxPerUser, maxPointsPerWatch: config.watchMaxPoints },
       });
+      const metrics = new Metrics({ productVersion: productVersion(), processMetrics: opts.processMetrics === true });
+      watchMetrics(metrics, store, model, history);
+      const bootTime = clock.now();
       const server = createApiServer({
         ops: allOps,
         auth,
@@ -141,8 +151,13 @@ export class App {
         log,
         maxBodyBytes: config.maxBodyBytes,
         debug: config.debug,
+        metrics,
+        metricsOpen: config.metricsOpen,
+        health: () => healthOf(store, (clock.now() - bootTime) / 1000),
+        backup: () => backupStream(store, { productVersion: productVersion(), now: clock.now() }),
       });
       const app = new App(config, log, { store, model, auth, history, watches, server });
+      app.metrics = metrics;
       const withHistory: string[] = [];
       for (const id of history.points()) {
         // History of a point deleted while its history could not follow (a crash) goes now.
@@ -218,4 +233,36 @@ export class App {
     await this.history.stop();
     await this.store.close();
   }
+}
+
+/** The metrics read at scrape time from the parts that already keep them. */
+function watchMetrics(metrics: Metrics, store: Store, model: Model, history: HistoryStore): void {
+  metrics.gauge('hayloft_points', 'Points by curStatus (none: no current value)', ['curStatus'], () => {
+    const by = new Map<string, number>();
+    for (const p of model.query('point')) {
+      const s = p.get('curStatus');
+      const k = typeof s === 'string' ? s : 'none';
+      by.set(k, (by.get(k) ?? 0) + 1);
+    }
+    return [...by].map(([curStatus, value]) => ({ labels: { curStatus }, value }));
+  });
+  metrics.counter('hayloft_history_samples_written_total', 'History samples written since start (hisWrite and collection)', () => history.samplesWritten);
+  metrics.gauge('hayloft_store_size_bytes', 'Bytes the LevelDB store takes on disk', [], () => storeSizeBytes(store));
+}
+
+/** Liveness and storage state for GET /api/health: ok only when a read from the store works. */
+async function healthOf(store: Store, uptimeSeconds: number): Promise<HealthReport> {
+  const storage: Record<string, unknown> = { status: store.db.status };
+  let ok = false;
+  if (store.db.status === 'open') {
+    try {
+      storage.formatVersion = await store.formatVersion();
+      storage.sizeBytes = storeSizeBytes(store);
+      ok = true;
+    } catch {
+      // The details go to the log of whatever failed; an unauthenticated answer says only "down".
+      storage.status = 'unreadable';
+    }
+  }
+  return { ok, status: ok ? 'ok' : 'unavailable', uptimeSeconds: Math.round(uptimeSeconds), storage };
 }

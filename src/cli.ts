@@ -15,6 +15,12 @@ import { ErrorCodes, HayloftError, isHayloftError } from './lib/errors.js';
 import { backlogReport, formatBacklog } from './sync/index.js';
 import { createLogger, type Logger } from './lib/log.js';
 import { SystemdNotifier } from './lib/systemd.js';
+import { existsSync, createReadStream, createWriteStream, renameSync, rmSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
+import { readBackup, restoreBackup } from './store/backup.js';
 
 const USAGE = `usage: hayloft <command> [options]
 
@@ -28,6 +34,11 @@ commands:
                                  set a user's password (generated and printed when not given)
   user list | user remove <username>
   client add <clientId> [--secret <secret>] | client list | client remove <clientId>
+  backup <file> [--url <url>] [--user <name>] [--password <pw>] [--token <token>]
+                                 take a consistent backup from the running server (needs
+                                 USER_ADMIN); also HAYLOFT_URL, HAYLOFT_USER, HAYLOFT_PASSWORD,
+                                 HAYLOFT_TOKEN, HAYLOFT_CLIENT_ID, HAYLOFT_CLIENT_SECRET
+  restore <file>                 restore a backup into the data folder, which must be empty
   sync status [--points] [--json]
                                  the uplink backlog per connector (samples not yet acknowledged)
 
@@ -35,7 +46,8 @@ options:
   --config <file>                config file (YAML, or JSON when named *.json); also HAYLOFT_CONFIG
   -h, --help                     this text
 
-The admin commands work on the data folder while the server is stopped.`;
+The admin commands and restore work on the data folder while the server is stopped;
+backup talks to the running server.`;
 
 function fail(message: string): never {
   process.stderr.write(`hayloft: ${message}\n`);
@@ -87,7 +99,7 @@ async function withApp<T>(argv: readonly string[], log: Logger, f: (app: App) =>
 async function serve(argv: readonly string[]): Promise<void> {
   const cfg = config(argv);
   const log = createLogger({ level: cfg.logLevel });
-  const app = await App.start({ config: cfg, log, firstRun: firstRunFromEnv(process.env) });
+  const app = await App.start({ config: cfg, log, firstRun: firstRunFromEnv(process.env), processMetrics: true });
   if (app.bootstrap !== null) printBootstrap(app.bootstrap);
   log.info({ dataDir: cfg.dataDir, host: cfg.host, port: app.port, version: productVersion() }, 'Hayloft is serving');
   // Under systemd (Type=notify): READY now, watchdog keep-alives while the store is open.
@@ -199,6 +211,113 @@ async function sync(args: string[], argv: readonly string[]): Promise<void> {
   }
 }
 
+/** The running server's address: the configured port on loopback (the bind address may be 0.0.0.0). */
+function localUrl(cfg: Config): string {
+  const any = cfg.host === '0.0.0.0' || cfg.host === '::';
+  const host = any ? '127.0.0.1' : cfg.host.includes(':') ? `[${cfg.host}]` : cfg.host;
+  return `http://${host}:${cfg.port}`;
+}
+
+/** Network failures said in one line: the server is not there, or not at that address. */
+async function call(url: string, init: RequestInit): Promise<Response> {
+  try {
+    return await fetch(url, init);
+  } catch (e) {
+    const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+    fail(`cannot reach Hayloft at ${new URL(url).origin}: ${cause?.code ?? cause?.message ?? (e as Error).message} (is it running? give its address with --url or HAYLOFT_URL)`);
+  }
+}
+
+/** The message of a refused request: an OAuth error body or an error grid's dis. */
+async function refusal(res: Response): Promise<string> {
+  const text = await res.text();
+  try {
+    const j = JSON.parse(text) as { error_description?: string; error?: string; meta?: { dis?: string } };
+    const dis = j.meta?.dis;
+    return j.error_description ?? (typeof dis === 'string' ? dis.replace(/^s:/, '') : undefined) ?? j.error ?? text;
+  } catch {
+    return text.trim() || `HTTP ${res.status}`;
+  }
+}
+
+async function backup(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: {
+      url: { type: 'string' },
+      user: { type: 'string' },
+      password: { type: 'string' },
+      token: { type: 'string' },
+      'client-id': { type: 'string' },
+      'client-secret': { type: 'string' },
+      force: { type: 'boolean' },
+      config: { type: 'string' },
+    },
+    allowPositionals: true,
+  });
+  const env = process.env;
+  const pick = (flag: string | undefined, name: string): string | undefined => flag ?? (env[name] === '' ? undefined : env[name]);
+  const [file] = positionals;
+  if (file === undefined) fail('backup needs a file name: hayloft backup <file>');
+  const target = path.resolve(file);
+  if (existsSync(target) && values.force !== true) fail(`${target} already exists: choose another name, or add --force to replace it`);
+  const base = (pick(values.url, 'HAYLOFT_URL') ?? localUrl(config(args))).replace(/\/+$/, '');
+
+  let token = pick(values.token, 'HAYLOFT_TOKEN');
+  const loggedIn = token === undefined;
+  if (token === undefined) {
+    const user = pick(values.user, 'HAYLOFT_USER');
+    const password = pick(values.password, 'HAYLOFT_PASSWORD');
+    if (user === undefined || password === undefined) fail('a backup needs an administrator: give --user and --password (or HAYLOFT_USER and HAYLOFT_PASSWORD), or --token');
+    const clientId = pick(values['client-id'], 'HAYLOFT_CLIENT_ID') ?? 'hayloft';
+    const secret = pick(values['client-secret'], 'HAYLOFT_CLIENT_SECRET');
+    if (secret === undefined) fail('logging in needs the OAuth2 client secret: give --client-secret or HAYLOFT_CLIENT_SECRET (and --client-id when not "hayloft")');
+    const res = await call(`${base}/oauth2/token`, {
+      method: 'POST',
+      headers: { authorization: 'Basic ' + Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(secret)}`).toString('base64'), 'content-type': 'application/json' },
+      body: JSON.stringify({ grant_type: 'password', username: user, password }),
+    });
+    if (!res.ok) fail(`login refused (${res.status}): ${await refusal(res)}`);
+    token = ((await res.json()) as { access_token: string }).access_token;
+  }
+  const auth = { authorization: `Bearer ${token}` };
+  try {
+    const res = await call(`${base}/api/backup`, { headers: auth });
+    if (!res.ok || res.body === null) fail(`the server refused the backup (${res.status}): ${await refusal(res)}`);
+    // Written beside the target, checked end to end, then renamed: a file with the target's
+    // name is always a complete backup.
+    const partial = `${target}.partial`;
+    try {
+      await pipeline(Readable.fromWeb(res.body as WebReadableStream<Uint8Array>), createWriteStream(partial, { mode: 0o600 }));
+      const summary = await readBackup(createReadStream(partial));
+      renameSync(partial, target);
+      const mb = (statSync(target).size / 1024 / 1024).toFixed(1);
+      process.stdout.write(`backup of ${summary.entries} entries (Hayloft ${summary.header.productVersion}, ${summary.header.createdAt}) written to ${target} (${mb} MB)\n`);
+    } catch (e) {
+      rmSync(partial, { force: true });
+      if (e instanceof HayloftError) throw e;
+      fail(`the backup was cut off: ${(e as Error).message}`);
+    }
+  } finally {
+    // A token this command made for itself is not left valid behind it.
+    if (loggedIn) await fetch(`${base}/oauth2/token`, { method: 'DELETE', headers: auth }).catch(() => undefined);
+  }
+}
+
+async function restore(args: string[]): Promise<void> {
+  const { positionals } = parseArgs({ args, options: { config: { type: 'string' } }, allowPositionals: true });
+  const [file] = positionals;
+  if (file === undefined) fail('restore needs a backup file: hayloft restore <file>');
+  const source = path.resolve(file);
+  if (!existsSync(source)) fail(`${source} does not exist`);
+  const cfg = config(args);
+  const summary = await restoreBackup(cfg.dataDir, createReadStream(source));
+  process.stdout.write(
+    `restored ${summary.entries} entries (backup of ${summary.header.createdAt}, Hayloft ${summary.header.productVersion}) into ${cfg.dataDir}\n` +
+      'The token signing key is not part of a backup: a new one is made at the next start, so clients log in again.\n',
+  );
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command = 'serve', ...rest] = argv;
   switch (command) {
@@ -221,6 +340,10 @@ async function main(argv: string[]): Promise<void> {
       return client(rest, rest);
     case 'sync':
       return sync(rest, rest);
+    case 'backup':
+      return backup(rest);
+    case 'restore':
+      return restore(rest);
     case '-h':
     case '--help':
     case 'help':

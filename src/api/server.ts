@@ -7,13 +7,15 @@
  * status; an unexpected one is logged with its stack and the server keeps serving.
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import polka, { type IError, type NextHandler, type Request } from 'polka';
 import { HisGrid } from '../haystack/his-grid.js';
 import { HGrid } from '../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { AuthService } from '../auth/auth.js';
 import type { Logger } from '../lib/log.js';
+import type { Metrics } from '../lib/metrics.js';
 import { authHttp } from './auth-http.js';
 import { hasBody, readBodyText } from './body.js';
 import { type Codec, JSON_CODEC } from './codecs.js';
@@ -41,6 +43,20 @@ export interface ApiServerOptions {
    * 10 s, so a stuck request cannot hold a restart forever.
    */
   closeTimeoutMs?: number;
+  /** Request counts and latency are recorded here, and `GET /metrics` serves them; absent: no metrics. */
+  metrics?: Metrics;
+  /** `GET /metrics` without authentication (Config.metricsOpen). */
+  metricsOpen?: boolean;
+  /** `GET /api/health` (no authentication): liveness and storage state; 503 when not ok. */
+  health?: () => Promise<HealthReport>;
+  /** `GET /api/backup` (USER_ADMIN): the bytes of a backup file, read from one snapshot. */
+  backup?: () => Readable;
+}
+
+/** What `GET /api/health` answers, as JSON. */
+export interface HealthReport {
+  ok: boolean;
+  [detail: string]: unknown;
 }
 
 export interface ApiServer {
@@ -56,6 +72,8 @@ interface Exchange {
   started: number;
   /** The format error grids are written in, once Accept has been read. */
   codec: Codec;
+  /** The metrics label: an op's name, `unknown` for a path under /api/ that is none, or a route's name. */
+  op: string;
 }
 
 function allowOf(op: Op): string {
@@ -88,7 +106,7 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
   function exchangeOf(res: ServerResponse): Exchange {
     let x = exchanges.get(res);
     if (x === undefined) {
-      x = { id: ++seq, started: performance.now(), codec: JSON_CODEC };
+      x = { id: ++seq, started: performance.now(), codec: JSON_CODEC, op: 'other' };
       exchanges.set(res, x);
     }
     return x;
@@ -150,6 +168,7 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
   function sendError(req: IncomingMessage, res: ServerResponse, e: unknown): void {
     const x = exchangeOf(res);
     const status = statusOf(e);
+    opts.metrics?.errors.inc({ code: e instanceof HayloftError ? e.code : ErrorCodes.INTERNAL });
     if (status >= 500) log.error({ err: e, reqId: x.id, method: req.method, path: pathOf(req) }, 'unexpected error answering a request');
     if (res.headersSent || res.destroyed) return;
     if (e instanceof HayloftError && e.code === ErrorCodes.CANNOT_IMPERSONATE) {
@@ -182,9 +201,11 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
 
   async function handleOp(req: Request, res: ServerResponse): Promise<void> {
     const x = exchangeOf(res);
+    x.op = 'unknown';
     try {
       const name = req.params.op ?? '';
       const op = byName.get(name);
+      if (op !== undefined) x.op = op.name;
       if (op === undefined) {
         throw new HayloftError(ErrorCodes.UNKNOWN_OP, `there is no op "${name}": GET /api/ops lists them`);
       }
@@ -207,6 +228,65 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     }
   }
 
+  async function handleHealth(req: Request, res: ServerResponse): Promise<void> {
+    exchangeOf(res).op = 'health';
+    try {
+      const report = opts.health === undefined ? { ok: true } : await opts.health();
+      const body = JSON.stringify(report);
+      res.writeHead(report.ok ? 200 : 503, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'Cache-Control': 'no-store' });
+      res.end(body);
+    } catch (e) {
+      sendError(req, res, e);
+    }
+  }
+
+  async function handleMetrics(req: Request, res: ServerResponse): Promise<void> {
+    exchangeOf(res).op = 'metrics';
+    try {
+      const metrics = opts.metrics;
+      if (metrics === undefined) throw new HayloftError(ErrorCodes.UNKNOWN_OP, 'metrics are not enabled on this server');
+      // Any authenticated user may read them, unless the config opens them to all.
+      if (opts.metricsOpen !== true && authH !== null) await authH.principal(req);
+      const body = await metrics.text();
+      res.writeHead(200, { 'Content-Type': metrics.contentType, 'Content-Length': Buffer.byteLength(body), 'Cache-Control': 'no-store' });
+      res.end(body);
+    } catch (e) {
+      sendError(req, res, e);
+    }
+  }
+
+  async function handleBackup(req: Request, res: ServerResponse): Promise<void> {
+    const x = exchangeOf(res);
+    x.op = 'backup';
+    try {
+      if (opts.backup === undefined) throw new HayloftError(ErrorCodes.UNKNOWN_OP, 'backups are not enabled on this server');
+      if (authH !== null) {
+        // A backup holds everything, users and password hashes included: USER_ADMIN over all.
+        const p = await authH.principal(req);
+        if (!p.grants.hasAll('USER_ADMIN')) throw new HayloftError(ErrorCodes.FORBIDDEN, 'permission denied: a backup needs USER_ADMIN');
+      }
+      const stream = opts.backup();
+      const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+      const headers: Record<string, string> = {
+        'Content-Type': 'application/gzip',
+        'Content-Disposition': `attachment; filename="hayloft-${stamp}.backup.gz"`,
+        'Cache-Control': 'no-store',
+      };
+      if (closing) headers.Connection = 'close';
+      res.writeHead(200, headers);
+      await pipeline(stream, res);
+    } catch (e) {
+      if (!res.headersSent) {
+        sendError(req, res, e);
+        return;
+      }
+      // Cut mid-way (the client went away, or reading failed): the file has no end line, so
+      // a restore refuses it.
+      log.warn({ err: e, reqId: x.id }, 'backup not completed: connection cut');
+      res.destroy();
+    }
+  }
+
   const app = polka({
     onNoMatch: (req, res) => {
       sendError(req, res, new HayloftError(ErrorCodes.UNKNOWN_OP, `nothing at ${pathOf(req)}: ops are at /api/<op> (GET /api/ops lists them)`));
@@ -224,6 +304,10 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     const debug = log.isLevelEnabled('debug');
     res.once('close', () => {
       inFlight.delete(res);
+      if (opts.metrics !== undefined) {
+        opts.metrics.requests.inc({ op: x.op, status: String(res.statusCode) });
+        opts.metrics.latency.observe({ op: x.op }, (performance.now() - x.started) / 1000);
+      }
       if (debug) log.debug(
         {
           reqId: x.id,
@@ -253,6 +337,10 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     app.post('/api/updatePassword', (req, res) => authH.updatePassword(req, res));
     app.post('/user/updatePassword', (req, res) => authH.updatePassword(req, res));
   }
+  // Before /api/:op: these are routes of their own, not ops (not in /api/ops).
+  app.get('/api/health', handleHealth);
+  app.get('/metrics', handleMetrics);
+  app.get('/api/backup', handleBackup);
   app.all('/api/:op', handleOp);
 
   const server = http.createServer();

@@ -30,6 +30,8 @@ export interface Config {
   readonly watchMaxPerUser: number;
   /** Points one watch may hold. */
   readonly watchMaxPoints: number;
+  /** `GET /metrics` answers without authentication (for a Prometheus on a trusted network). */
+  readonly metricsOpen: boolean;
   /** The uplink to an upstream service (src/config/uplink.ts), or null when none is configured. */
   readonly uplink: UplinkConfig | null;
   /** The config file read, or null when none was. */
@@ -90,6 +92,15 @@ function integer(raw: unknown, min: number, max: number): { ok: number } | { exp
 const TRUE_TEXT = new Set(['true', '1', 'yes', 'on']);
 const FALSE_TEXT = new Set(['false', '0', 'no', 'off']);
 
+/** Booleans come as JSON/YAML booleans from the file and as words from the environment. */
+function boolean(raw: unknown): { ok: boolean } | { expected: string } {
+  if (typeof raw === 'boolean') return { ok: raw };
+  const v = typeof raw === 'string' ? raw.trim().toLowerCase() : '';
+  if (TRUE_TEXT.has(v)) return { ok: true };
+  if (FALSE_TEXT.has(v)) return { ok: false };
+  return { expected: 'true or false' };
+}
+
 export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
   dataDir: {
     env: 'HAYLOFT_DATA_DIR',
@@ -141,13 +152,7 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
   debug: {
     env: 'HAYLOFT_DEBUG',
     default: () => false,
-    parse: (raw) => {
-      if (typeof raw === 'boolean') return { ok: raw };
-      const v = typeof raw === 'string' ? raw.trim().toLowerCase() : '';
-      if (TRUE_TEXT.has(v)) return { ok: true };
-      if (FALSE_TEXT.has(v)) return { ok: false };
-      return { expected: 'true or false' };
-    },
+    parse: (raw) => boolean(raw),
   },
   // Defaults as src/watch DEFAULT_WATCH_LIMITS (config may not import watch): generous for
   // supervisory clients, yet bounding what a client leaking watches makes a small device hold.
@@ -160,6 +165,12 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
     env: 'HAYLOFT_WATCH_MAX_POINTS',
     default: () => 10_000,
     parse: (raw) => integer(raw, 1, 1_000_000),
+  },
+  // Closed by default: metrics tell an outsider which points exist and how busy the device is.
+  metricsOpen: {
+    env: 'HAYLOFT_METRICS_OPEN',
+    default: () => false,
+    parse: (raw) => boolean(raw),
   },
 };
 

@@ -91,6 +91,10 @@ export const ErrorCodes = {
   UPLINK_AUTH: 'HL_UPLINK_AUTH',
   /** Uplink: the upstream refused a request (an error grid); the message carries its code and text. */
   UPLINK_REJECTED: 'HL_UPLINK_REJECTED',
+  /** A backup file that is not one, is damaged or truncated, or is from a newer Hayloft. */
+  BAD_BACKUP: 'HL_BAD_BACKUP',
+  /** `hayloft restore` into a data folder that is not empty. */
+  RESTORE_NOT_EMPTY: 'HL_RESTORE_NOT_EMPTY',
   /** Anything unexpected: logged, answered with 500, the server keeps serving. */
   INTERNAL: 'HL_INTERNAL',
 } as const;

@@ -360,6 +360,8 @@ export class HistoryStore {
    */
   private readonly dropping = new Map<string, Promise<unknown>>();
   private state: 'new' | 'started' | 'stopped' = 'new';
+  /** Samples committed since start, for metrics (a sample rewritten counts again). */
+  samplesWritten = 0;
 
   constructor(store: Store, options: HistoryOptions = {}) {
     this.store = store;
@@ -454,6 +456,7 @@ export class HistoryStore {
         }
         await this.commit(batch, 'cannot write history');
         for (const [id, m] of next) this.metas.set(id, m);
+        for (const p of prepared) this.samplesWritten += p.cols.ts.length;
       },
     );
   }

@@ -40,6 +40,7 @@ t.test('defaults', async (t) => {
     debug: false,
     watchMaxPerUser: 50,
     watchMaxPoints: 10_000,
+    metricsOpen: false,
     uplink: null,
     configFile: null,
   });
@@ -67,6 +68,7 @@ t.test('file, then environment over it, then --config choosing the file', async 
     debug: true,
     watchMaxPerUser: 50,
     watchMaxPoints: 10_000,
+    metricsOpen: false,
     uplink: null,
     configFile: f,
   });
@@ -103,6 +105,7 @@ t.test('every validation error, each named with its source', async (t) => {
     ['logLevel unknown', { logLevel: 'verbose' }, {}, 'logLevel', /one of fatal, error, warn, info, debug, trace, silent/],
     ['debug not a boolean (env)', null, { HAYLOFT_DEBUG: 'maybe' }, 'debug', /true or false/],
     ['debug a number (file)', { debug: 1 }, {}, 'debug', /true or false/],
+    ['metricsOpen not a boolean (env)', null, { HAYLOFT_METRICS_OPEN: 'public' }, 'metricsOpen', /true or false/],
     ['an unknown key', { prot: 80 }, {}, 'prot', /a known key \(dataDir, host, port/],
   ];
   for (const [name, content, env, key, expected] of cases) {
