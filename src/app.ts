@@ -21,7 +21,7 @@ import { Metrics } from './lib/metrics.js';
 import { backupStream, storeSizeBytes } from './store/backup.js';
 import type { HRef } from './haystack/values.js';
 import { Uplink } from './sync/index.js';
-import { DriverRegistry, ModbusDriver } from './drivers/index.js';
+import { BacnetDriver, DriverRegistry, ModbusDriver } from './drivers/index.js';
 import { Poller } from './poller/index.js';
 
 let version: string | undefined;
@@ -196,7 +196,9 @@ export class App {
   }
 
   private startPoller(clock: Clock): void {
-    const drivers = (this.drivers = new DriverRegistry([new ModbusDriver()]));
+    const bacnet = new BacnetDriver();
+    bacnet.log = (message) => this.log.info({ driver: 'bacnet' }, message);
+    const drivers = (this.drivers = new DriverRegistry([new ModbusDriver(), bacnet]));
     this.poller = new Poller({
       model: this.model,
       history: this.history,

@@ -1,0 +1,315 @@
+/**
+ * The BACnet/IP driver (@bacnet-js/client): reads present values (or another property) of a
+ * device's objects.
+ *
+ * Connector tags: `bacnetConn`, `uri` `bacnet://host[:port]/<deviceInstance>`, optional `timeout`
+ * (Number with a time unit, default 3 s). Point tag: `bacnetCur` (see address.ts).
+ *
+ * One UDP socket serves every device (BACnet/IP is connectionless); it is opened on the first
+ * connector, bound to the driver's interface and port (47808 by default). Requests to one device
+ * go one at a time.
+ *
+ * Batching: a read asks for its points with ReadPropertyMultiple, at most `maxPerRequest`
+ * properties a request. A device that rejects or aborts it (no RPM support, or an answer too big
+ * without segmentation) is asked again with half as many, down to one, and from then on with
+ * ReadProperty if even that fails; a device that answers a whole RPM with an object or property
+ * error (some do, for one unknown object) has that batch read point by point, so the error lands
+ * on the point it belongs to.
+ *
+ * The library drops requests from exactly 127.0.0.1 (shared/notes/dependencies.md): on loopback,
+ * bind the driver and the device to other addresses of 127/8.
+ */
+import bacnet, { ApplicationTag, ErrorClass, ErrorCode } from '@bacnet-js/client';
+import type { HDict } from '../../haystack/values.js';
+import type { HayloftError } from '../../lib/errors.js';
+import {
+  type ConnSpec,
+  type Driver,
+  type DriverConn,
+  type PointRead,
+  type PointSpec,
+  type PreparedPoint,
+  type RawValue,
+  configError,
+  downError,
+  refusedError,
+} from '../driver.js';
+import { durationTag, uriTag } from '../tags.js';
+import { type BacnetAddress, type DeviceAddress, parseBacnetCur, parseBacnetUri } from './address.js';
+
+type Client = InstanceType<typeof bacnet.default>;
+
+export interface BacnetDriverOptions {
+  /** Local address to bind (default all interfaces). */
+  interface?: string;
+  /** Local UDP port (default 47808). */
+  port?: number;
+  /** Request timeout when a connector has no `timeout` tag. */
+  timeoutMs?: number;
+  /** Most properties in one ReadPropertyMultiple. */
+  maxPerRequest?: number;
+}
+
+export const BACNET_DEFAULT_TIMEOUT_MS = 3000;
+const ARRAY_ALL = 0xffffffff;
+// The library's enums as plain numbers: values on the wire are numbers, compared as such.
+const TAG_REAL: number = ApplicationTag.REAL;
+const TAG_DOUBLE: number = ApplicationTag.DOUBLE;
+const TAG_UNSIGNED: number = ApplicationTag.UNSIGNED_INTEGER;
+const TAG_SIGNED: number = ApplicationTag.SIGNED_INTEGER;
+const TAG_ENUMERATED: number = ApplicationTag.ENUMERATED;
+const TAG_BOOLEAN: number = ApplicationTag.BOOLEAN;
+const TAG_STRING: number = ApplicationTag.CHARACTER_STRING;
+const TAG_ERROR: number = ApplicationTag.ERROR;
+const CLASS_OBJECT: number = ErrorClass.OBJECT;
+const CLASS_PROPERTY: number = ErrorClass.PROPERTY;
+const CODE_UNRECOGNIZED: number = ErrorCode.REJECT_UNRECOGNIZED_SERVICE;
+const CODE_DENIED: number = ErrorCode.SERVICE_REQUEST_DENIED;
+/** Reject reason 9, unrecognized service (the library reports rejects as aborts with the reason). */
+const REJECT_UNRECOGNIZED_SERVICE = 9;
+
+interface BacnetPoint extends PreparedPoint {
+  readonly conn: BacnetConn;
+  readonly addr: BacnetAddress;
+}
+
+interface AppValue {
+  type: number;
+  value: unknown;
+}
+
+/** What an error from the library says, parsed from its message (it has no codes of its own). */
+function classify(e: unknown): { kind: 'timeout' } | { kind: 'error'; cls: number; code: number } | { kind: 'abort'; reason: number } | { kind: 'other'; message: string } {
+  const m = e instanceof Error ? e.message : String(e);
+  if (m === 'ERR_TIMEOUT') return { kind: 'timeout' };
+  const err = /BacnetError - Class:(\d+) - Code:(\d+)/.exec(m);
+  if (err !== null) return { kind: 'error', cls: Number(err[1]), code: Number(err[2]) };
+  const ab = /BacnetAbort - Reason:(\d+)/.exec(m);
+  if (ab !== null) return { kind: 'abort', reason: Number(ab[1]) };
+  return { kind: 'other', message: m };
+}
+
+/** A value as the poller takes it, or an error for types a point cannot hold. */
+function rawOf(v: AppValue | undefined, what: string): RawValue | HayloftError {
+  if (v === undefined) return refusedError(`${what}: the device sent no value`);
+  switch (v.type) {
+    case TAG_REAL:
+    case TAG_DOUBLE:
+    case TAG_UNSIGNED:
+    case TAG_SIGNED:
+    case TAG_ENUMERATED:
+      return Number(v.value);
+    case TAG_BOOLEAN:
+      return Boolean(v.value);
+    case TAG_STRING:
+      return String(v.value);
+    case TAG_ERROR: {
+      const x = v.value as { errorClass: number; errorCode: number };
+      return refusedError(`${what}: the device refused it (error class ${x.errorClass}, code ${x.errorCode}${x.errorClass === CLASS_OBJECT ? ': no such object' : x.errorClass === CLASS_PROPERTY ? ': no such property' : ''})`);
+    }
+    default:
+      return refusedError(`${what}: a value of BACnet type ${v.type}, which a point cannot hold`);
+  }
+}
+
+class BacnetConn implements DriverConn {
+  /** Properties per ReadPropertyMultiple; 0 once the device is read with ReadProperty only. */
+  private per: number;
+  private queue: Promise<unknown> = Promise.resolve();
+  private closed = false;
+
+  constructor(
+    private readonly driver: BacnetDriver,
+    readonly id: string,
+    private readonly device: DeviceAddress,
+    private readonly timeoutMs: number,
+  ) {
+    this.per = driver.maxPerRequest;
+  }
+
+  /** ReadPropertyMultiple batch size in use (0: ReadProperty only); for tests and diagnostics. */
+  get batchSize(): number {
+    return this.per;
+  }
+
+  prepare(point: PointSpec): BacnetPoint {
+    const cur = point.tags.get('bacnetCur');
+    if (typeof cur !== 'string') throw configError('bacnetCur is missing (a Str such as "AI1" or "AV3.presentValue")');
+    return { id: point.id, conn: this, addr: parseBacnetCur(cur) };
+  }
+
+  read(points: readonly PreparedPoint[]): Promise<PointRead[]> {
+    const run = this.queue.then(() => this.readNow(points as readonly BacnetPoint[]));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  close(): Promise<void> {
+    if (!this.closed) {
+      this.closed = true;
+      this.driver.release();
+    }
+    return Promise.resolve();
+  }
+
+  private async readNow(points: readonly BacnetPoint[]): Promise<PointRead[]> {
+    if (this.closed) throw downError('the connection is closed');
+    for (const p of points) if (p.conn !== this) throw new Error(`point ${p.id} was prepared by another connection`);
+    const out = new Array<PointRead>(points.length);
+    let i = 0;
+    while (i < points.length) {
+      if (this.per === 0) {
+        await this.readOne(points, i, out);
+        i++;
+        continue;
+      }
+      const n = Math.min(this.per, points.length - i);
+      const outcome = await this.readMany(points, i, n, out);
+      if (outcome === 'retry') continue; // a smaller batch size, or ReadProperty from now on
+      i += n;
+    }
+    return out;
+  }
+
+  /** One ReadPropertyMultiple of points [from, from + n). */
+  private async readMany(points: readonly BacnetPoint[], from: number, n: number, out: PointRead[]): Promise<'done' | 'retry'> {
+    const specs: { objectId: { type: number; instance: number }; properties: { id: number; index: number }[] }[] = [];
+    for (let k = from; k < from + n; k++) {
+      const a = (points[k] as BacnetPoint).addr;
+      specs.push({ objectId: { type: a.type, instance: a.instance }, properties: [{ id: a.property, index: ARRAY_ALL }] });
+    }
+    let ans: { values: { objectId: { type: number; instance: number }; values: { id: number; value: AppValue[] }[] }[] };
+    try {
+      ans = await this.request((c) => c.readPropertyMultiple({ address: this.device.address }, specs as never));
+    } catch (e) {
+      const c = classify(e);
+      if (c.kind === 'timeout' || c.kind === 'other') throw this.down(e);
+      if (c.kind === 'error' && (c.cls === CLASS_OBJECT || c.cls === CLASS_PROPERTY)) {
+        // The whole request refused for one object or property: find out which, point by point.
+        for (let k = from; k < from + n; k++) await this.readOne(points, k, out);
+        return 'done';
+      }
+      // Rejected or aborted (no RPM, or an answer too big), or refused as a service: smaller,
+      // or ReadProperty at once when the device says it does not know the service at all.
+      const before = this.per;
+      const unknownService = (c.kind === 'error' && (c.code === CODE_UNRECOGNIZED || c.code === CODE_DENIED)) || (c.kind === 'abort' && c.reason === REJECT_UNRECOGNIZED_SERVICE);
+      this.per = n > 1 && !unknownService ? Math.ceil(n / 2) : 0;
+      this.driver.log?.(`device ${this.device.address} refused ReadPropertyMultiple of ${n} (${e instanceof Error ? e.message : String(e)}): ${this.per === 0 ? 'ReadProperty from now on' : `batches of ${this.per}`} (was ${before})`);
+      return 'retry';
+    }
+    // Answers come per object, in request order; match them by object and property to be safe.
+    const found = new Map<string, AppValue[]>();
+    for (const obj of ans.values ?? []) {
+      for (const v of obj.values ?? []) found.set(`${obj.objectId.type}:${obj.objectId.instance}:${v.id}`, v.value);
+    }
+    for (let k = from; k < from + n; k++) {
+      const a = (points[k] as BacnetPoint).addr;
+      const r = rawOf(found.get(`${a.type}:${a.instance}:${a.property}`)?.[0], `${a.text} of device ${this.device.deviceInstance}`);
+      out[k] = typeof r === 'object' ? { err: r } : { val: r };
+    }
+    return 'done';
+  }
+
+  private async readOne(points: readonly BacnetPoint[], k: number, out: PointRead[]): Promise<void> {
+    const a = (points[k] as BacnetPoint).addr;
+    const what = `${a.text} of device ${this.device.deviceInstance}`;
+    try {
+      const ans = (await this.request((c) => c.readProperty({ address: this.device.address }, { type: a.type, instance: a.instance }, a.property))) as unknown as { values: AppValue[] };
+      const r = rawOf(ans.values[0], what);
+      out[k] = typeof r === 'object' ? { err: r } : { val: r };
+    } catch (e) {
+      const c = classify(e);
+      if (c.kind === 'error' && (c.cls === CLASS_OBJECT || c.cls === CLASS_PROPERTY)) {
+        out[k] = { err: refusedError(`${what}: the device refused it (${c.cls === CLASS_OBJECT ? 'no such object' : 'no such property'}; error code ${c.code})`, e) };
+      } else if (c.kind === 'error' || c.kind === 'abort') {
+        out[k] = { err: refusedError(`${what}: the device refused it (${e instanceof Error ? e.message : String(e)})`, e) };
+      } else throw this.down(e);
+    }
+  }
+
+  private down(e: unknown): HayloftError {
+    const c = classify(e);
+    return c.kind === 'timeout'
+      ? downError(`no answer from device ${this.device.deviceInstance} at ${this.device.address} within ${this.timeoutMs} ms`)
+      : downError(`device ${this.device.deviceInstance} at ${this.device.address}: ${e instanceof Error ? e.message : String(e)}`, e);
+  }
+
+  /** A request with this connector's timeout (the library's own is one for the whole socket). */
+  private async request<T>(f: (c: Client) => Promise<T>): Promise<T> {
+    if (this.closed) throw downError('the connection is closed');
+    const client = this.driver.client();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('ERR_TIMEOUT')), this.timeoutMs);
+    });
+    const req = f(client);
+    try {
+      return await Promise.race([req, late]);
+    } finally {
+      clearTimeout(timer);
+      req.catch(() => undefined); // its own timeout may fire after ours
+    }
+  }
+}
+
+export class BacnetDriver implements Driver {
+  readonly name = 'bacnet';
+  readonly connTag = 'bacnetConn';
+  readonly refTag = 'bacnetConnRef';
+  readonly curTag = 'bacnetCur';
+  readonly maxPerRequest: number;
+  /** Told of batch-size changes (the app logs them). */
+  log: ((message: string) => void) | undefined;
+  private readonly opts: BacnetDriverOptions;
+  private readonly timeoutMs: number;
+  private sock: Client | undefined;
+  private users = 0;
+
+  constructor(opts: BacnetDriverOptions = {}) {
+    this.opts = opts;
+    this.timeoutMs = opts.timeoutMs ?? BACNET_DEFAULT_TIMEOUT_MS;
+    this.maxPerRequest = opts.maxPerRequest ?? 20;
+  }
+
+  open(conn: ConnSpec): DriverConn {
+    const tags: HDict = conn.tags;
+    const device = parseBacnetUri(uriTag(tags, 'bacnet://10.0.0.9/1001'));
+    const timeoutMs = durationTag(tags, 'timeout', this.timeoutMs);
+    this.users++;
+    return new BacnetConn(this, conn.id, device, timeoutMs);
+  }
+
+  /** @internal The shared socket, opened on first use. */
+  client(): Client {
+    if (this.sock === undefined) {
+      const c = new bacnet.default({ interface: this.opts.interface, port: this.opts.port ?? 47808, apduTimeout: Math.max(this.timeoutMs, 10_000) });
+      // Socket errors (a port in use, an address not on this host) come as events: unheard they
+      // would crash the daemon; requests then time out and the connectors show down.
+      c.on('error', (err: Error) => this.log?.(`BACnet socket error: ${err.message}`));
+      this.sock = c;
+    }
+    return this.sock;
+  }
+
+  /** @internal */
+  release(): void {
+    this.users--;
+    if (this.users <= 0) this.closeSocket();
+  }
+
+  close(): Promise<void> {
+    this.users = 0;
+    this.closeSocket();
+    return Promise.resolve();
+  }
+
+  private closeSocket(): void {
+    const c = this.sock;
+    this.sock = undefined;
+    try {
+      c?.close();
+    } catch {
+      // already closed
+    }
+  }
+}

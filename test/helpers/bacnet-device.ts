@@ -1,0 +1,99 @@
+/**
+ * A BACnet/IP device simulator for tests: a @bacnet-js/client socket bound to a loopback address
+ * other than 127.0.0.1 (the library drops requests from exactly 127.0.0.1), answering
+ * ReadProperty and ReadPropertyMultiple from a table of values. It can refuse ReadPropertyMultiple
+ * (Reject: unrecognized service), abort answers above a number of properties (no segmentation),
+ * fall silent, and stop and start again (a device that disappears and comes back).
+ */
+import bacnet, { ApplicationTag, ConfirmedServiceChoice, ErrorClass, ErrorCode, PropertyIdentifier } from '@bacnet-js/client';
+
+type Client = InstanceType<typeof bacnet.default>;
+
+export interface Value {
+  type: number;
+  value: unknown;
+}
+
+export const real = (v: number): Value => ({ type: ApplicationTag.REAL, value: v });
+export const enumerated = (v: number): Value => ({ type: ApplicationTag.ENUMERATED, value: v });
+export const unsigned = (v: number): Value => ({ type: ApplicationTag.UNSIGNED_INTEGER, value: v });
+export const bool = (v: boolean): Value => ({ type: ApplicationTag.BOOLEAN, value: v });
+export const text = (v: string): Value => ({ type: ApplicationTag.CHARACTER_STRING, value: v });
+
+export interface DeviceOptions {
+  address: string;
+  port?: number;
+  deviceInstance: number;
+  /** 'ok'; 'reject': ReadPropertyMultiple is not supported; a number: abort above that many properties. */
+  rpm?: 'ok' | 'reject' | number;
+}
+
+export class BacnetDevice {
+  /** `${type}:${instance}:${property}` -> value. */
+  readonly values = new Map<string, Value>();
+  silent = false;
+  readonly seen = { rp: 0, rpm: 0, rpmProps: 0 };
+  private sock: Client | undefined;
+
+  constructor(readonly opts: DeviceOptions) {}
+
+  set(type: number, instance: number, v: Value, property: number = PropertyIdentifier.PRESENT_VALUE): void {
+    this.values.set(`${type}:${instance}:${property}`, v);
+  }
+
+  async start(): Promise<void> {
+    const sock = new bacnet.default({ interface: this.opts.address, port: this.opts.port ?? 47808, apduTimeout: 2000 });
+    sock.on('error', () => undefined);
+    await new Promise<void>((resolve) => sock.once('listening', () => resolve()));
+    sock.on('readProperty', (c) => {
+      if (this.silent) return;
+      this.seen.rp++;
+      const to = { address: c.header?.sender?.address ?? '' };
+      const { objectId, property } = c.payload;
+      const v = this.values.get(`${objectId.type}:${objectId.instance}:${property.id}`);
+      if (v === undefined) {
+        const known = [...this.values.keys()].some((k) => k.startsWith(`${objectId.type}:${objectId.instance}:`));
+        sock.errorResponse(to, ConfirmedServiceChoice.READ_PROPERTY, c.invokeId ?? 0, known ? ErrorClass.PROPERTY : ErrorClass.OBJECT, known ? ErrorCode.UNKNOWN_PROPERTY : ErrorCode.UNKNOWN_OBJECT);
+        return;
+      }
+      sock.readPropertyResponse(to, c.invokeId ?? 0, objectId, property, [v as never]);
+    });
+    sock.on('readPropertyMultiple', (c) => {
+      if (this.silent) return;
+      this.seen.rpm++;
+      const to = { address: c.header?.sender?.address ?? '' };
+      const reqs = c.payload.properties;
+      const count = reqs.reduce((n, r) => n + r.properties.length, 0);
+      this.seen.rpmProps += count;
+      const mode = this.opts.rpm ?? 'ok';
+      if (mode === 'reject') {
+        // Reject, unrecognized service: a device without ReadPropertyMultiple.
+        sock.errorResponse(to, ConfirmedServiceChoice.READ_PROPERTY_MULTIPLE, c.invokeId ?? 0, ErrorClass.SERVICES, ErrorCode.REJECT_UNRECOGNIZED_SERVICE);
+        return;
+      }
+      if (typeof mode === 'number' && count > mode) {
+        sock.errorResponse(to, ConfirmedServiceChoice.READ_PROPERTY_MULTIPLE, c.invokeId ?? 0, ErrorClass.SERVICES, ErrorCode.ABORT_SEGMENTATION_NOT_SUPPORTED);
+        return;
+      }
+      const values = reqs.map((r) => ({
+        objectId: r.objectId,
+        values: r.properties.map((p) => {
+          const v = this.values.get(`${r.objectId.type}:${r.objectId.instance}:${p.id}`);
+          const known = [...this.values.keys()].some((k) => k.startsWith(`${r.objectId.type}:${r.objectId.instance}:`));
+          return {
+            property: { id: p.id, index: p.index },
+            value: v === undefined ? [{ value: { type: 'BacnetError', errorClass: known ? ErrorClass.PROPERTY : ErrorClass.OBJECT, errorCode: known ? ErrorCode.UNKNOWN_PROPERTY : ErrorCode.UNKNOWN_OBJECT } }] : [v],
+          };
+        }),
+      }));
+      sock.readPropertyMultipleResponse(to, c.invokeId ?? 0, values);
+    });
+    this.sock = sock;
+  }
+
+  /** The device disappears (its socket closes). */
+  stop(): void {
+    this.sock?.close();
+    this.sock = undefined;
+  }
+}
