@@ -187,6 +187,7 @@ export class App {
       if (up !== null && up.enabled) {
         app.uplink = new Uplink({ config: up, model: app.model, history: app.history, store: app.store, clock: opts.clock ?? systemClock, log: app.log, defaultTz: timeZone(opts.config.tz) });
         await app.uplink.start();
+        if (app.metrics !== null) uplinkMetrics(app.metrics, app.uplink);
       }
     } catch (e) {
       await app.close();
@@ -267,4 +268,23 @@ async function healthOf(store: Store, uptimeSeconds: number): Promise<HealthRepo
     }
   }
   return { ok, status: ok ? 'ok' : 'unavailable', uptimeSeconds: Math.round(uptimeSeconds), storage };
+}
+
+/** The uplink's figures (Uplink.stats), read at scrape time. */
+function uplinkMetrics(metrics: Metrics, uplink: Uplink): void {
+  const connector = uplink.state.name;
+  metrics.gauge('hayloft_uplink_points', 'Points synced upstream, by syncStatus', ['connector', 'syncStatus'], () =>
+    Object.entries(uplink.stats().byStatus).map(([syncStatus, value]) => ({ labels: { connector, syncStatus }, value })),
+  );
+  metrics.gauge('hayloft_uplink_backlog_points', 'Points with samples not yet acknowledged upstream', ['connector'], () => [{ labels: { connector }, value: uplink.stats().backlogPoints }]);
+  metrics.gauge('hayloft_uplink_backlog_samples', 'Samples not yet acknowledged upstream (estimated from each point\'s density)', ['connector'], () => [
+    { labels: { connector }, value: uplink.stats().backlogSamples },
+  ]);
+  metrics.counter('hayloft_uplink_samples_sent_total', 'History samples acknowledged upstream since start', () => uplink.stats().sentSamples);
+  metrics.counter('hayloft_uplink_batches_sent_total', 'hisWrite batches acknowledged upstream since start', () => uplink.stats().sentBatches);
+  metrics.counter('hayloft_uplink_errors_total', 'Failed upstream requests since start', () => uplink.stats().errors);
+  metrics.gauge('hayloft_uplink_consecutive_failures', 'Failed uplink passes in a row (0: the last one succeeded)', ['connector'], () => [{ labels: { connector }, value: uplink.stats().failures }]);
+  metrics.gauge('hayloft_uplink_last_ack_timestamp_seconds', 'When the upstream last acknowledged a batch (0: never)', ['connector'], () => [
+    { labels: { connector }, value: (uplink.stats().lastAck ?? 0) / 1000 },
+  ]);
 }

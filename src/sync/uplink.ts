@@ -65,6 +65,8 @@ export interface UplinkStats {
   /** Points found or created upstream. */
   mapped: number;
   faulted: number;
+  /** Synced points by syncStatus. */
+  byStatus: Record<SyncStatus, number>;
   /** Points with samples not yet acknowledged upstream. */
   backlogPoints: number;
   /** Samples not yet acknowledged upstream: an estimate from each point's average density (exact: `hayloft sync status`). */
@@ -403,9 +405,12 @@ export class Uplink {
     let faulted = 0;
     let backlogPoints = 0;
     let backlogSamples = 0;
+    const byStatus: Record<SyncStatus, number> = { ok: 0, pending: 0, down: 0, fault: 0 };
     for (const id of this.points.keys()) {
       if (this.state.mapping(id) !== undefined) mapped++;
-      if (this.status.get(id)?.status === 'fault') faulted++;
+      const status = this.status.get(id)?.status ?? 'pending';
+      byStatus[status]++;
+      if (status === 'fault') faulted++;
       const st = this.o.history.stats(id);
       const cursor = this.state.cursor(id);
       if (st.end === undefined || st.start === undefined || st.end <= cursor) continue;
@@ -419,6 +424,7 @@ export class Uplink {
       points: this.points.size,
       mapped,
       faulted,
+      byStatus,
       backlogPoints,
       backlogSamples,
       ...this.counters,

@@ -80,6 +80,11 @@ t.test('edge history appears on the cloud in batches; status tags; a restarted e
   t.match(s, { name: 'upstream', points: 4, mapped: 4, faulted: 0, backlogPoints: 0, backlogSamples: 0, sentSamples: 1200, failures: 0 });
   t.ok(s.sentBatches >= 12, `batches of at most 100 samples (${s.sentBatches})`);
   t.equal(s.lastError, null);
+  t.same(s.byStatus, { ok: 4, pending: 0, down: 0, fault: 0 });
+  const metrics = await (await fetch(`${edge.base}/metrics`, { headers: edge.auth })).text();
+  t.match(metrics, /hayloft_uplink_points\{connector="upstream",syncStatus="ok"\} 4\n/, '/metrics: points by syncStatus');
+  t.match(metrics, /hayloft_uplink_samples_sent_total 1200\n/, '/metrics: samples sent');
+  t.match(metrics, /hayloft_uplink_backlog_samples\{connector="upstream"\} 0\n/, '/metrics: backlog');
 
   const temp = await readRec(edge, 'temp');
   t.match(temp, { syncStatus: '"ok"', syncLast: '2024-01-01T04:59:00Z UTC' }, 'status tags on the point');
