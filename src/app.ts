@@ -182,6 +182,7 @@ export class App {
     try {
       app.watches.start();
       app.startPoller(opts.clock ?? systemClock);
+      if (app.metrics !== null && app.poller !== null) pollerMetrics(app.metrics, app.poller, app.model);
       app.port = (await app.server.listen(opts.config.port, opts.config.host)).port;
       const up = opts.config.uplink;
       if (up !== null && up.enabled) {
@@ -287,4 +288,19 @@ function uplinkMetrics(metrics: Metrics, uplink: Uplink): void {
   metrics.gauge('hayloft_uplink_last_ack_timestamp_seconds', 'When the upstream last acknowledged a batch (0: never)', ['connector'], () => [
     { labels: { connector }, value: (uplink.stats().lastAck ?? 0) / 1000 },
   ]);
+}
+
+/** The poller's running totals and the connectors' states, read at scrape time. */
+function pollerMetrics(metrics: Metrics, poller: Poller, model: Model): void {
+  metrics.counter('hayloft_poll_reads_total', 'Driver reads (poll buckets read) since start', () => poller.stats().reads);
+  metrics.counter('hayloft_poll_failures_total', 'Driver reads that found the device down, since start', () => poller.stats().failures);
+  metrics.gauge('hayloft_history_backlog_samples', 'Collected history samples not yet written', [], () => poller.stats().hisBacklog);
+  metrics.gauge('hayloft_connectors', 'Connectors by connStatus', ['connStatus'], () => {
+    const by = new Map<string, number>();
+    for (const c of model.query('connStatus')) {
+      const s = c.get('connStatus');
+      if (typeof s === 'string') by.set(s, (by.get(s) ?? 0) + 1);
+    }
+    return [...by].map(([connStatus, value]) => ({ labels: { connStatus }, value }));
+  });
 }

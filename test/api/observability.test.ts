@@ -79,6 +79,11 @@ t.test('GET /metrics: authenticated, Prometheus text format, the figures that ma
   t.ok((value(m.families, 'hayloft_store_size_bytes') ?? 0) > 0, 'LevelDB size on disk');
   t.equal(value(m.families, 'hayloft_info', { version: String((await (await fetch(`${r.base}/api/about`, { headers: r.auth })).json() as { rows: { productVersion: string }[] }).rows[0]?.productVersion).replace(/^s:/, '') }), 1);
   t.notOk(m.families.some((f) => f.name.startsWith('process_')), 'process metrics are for the daemon only');
+  // The poller's figures are there from the start (no connector in this model).
+  t.equal(value(m.families, 'hayloft_poll_reads_total'), 0, 'poll reads');
+  t.equal(value(m.families, 'hayloft_poll_failures_total'), 0, 'poll failures');
+  t.equal(value(m.families, 'hayloft_history_backlog_samples'), 0, 'collected samples waiting');
+  t.ok(m.families.some((f) => f.name === 'hayloft_connectors'), 'connectors by connStatus');
 });
 
 t.test('metricsOpen: /metrics for anyone', async (t) => {
