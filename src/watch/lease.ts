@@ -32,11 +32,17 @@ function bad(message: string): HayloftError {
   return new HayloftError(ErrorCodes.BAD_LEASE, `${message}; give a Number with a time unit (${LEASE_UNITS.join(', ')}), e.g. n:1 h`);
 }
 
-/** The lease of a watchSub's meta `lease`; the default when absent. Throws HL_BAD_LEASE. */
+/**
+ * The lease of a watchSub's meta `lease`; the default when absent. Throws HL_BAD_LEASE.
+ * A Number without a unit, or a Str of digits, is read as milliseconds: the WideSky client
+ * documents its `lease` argument as a duration in ms and sends it as given (`60000`), and it must
+ * work unchanged. The answer's `lease` then carries a unit.
+ */
 export function parseLease(v: HVal | undefined): Lease {
   if (v === undefined || v === null) return DEFAULT_LEASE;
+  if (typeof v === 'string' && /^\s*\d+(\.\d+)?\s*$/.test(v)) return parseLease(new HNumber(Number(v) / SECOND, 's'));
   if (!(v instanceof HNumber)) throw bad(`lease must be a Number, not a ${kindOf(v)}`);
-  if (v.unit === null) throw bad(`lease ${v.numText()} has no unit`);
+  if (v.unit === null) return parseLease(new HNumber(v.val / SECOND, 's'));
   const unitMs = UNIT_MS[v.unit];
   if (unitMs === undefined) throw bad(`lease unit "${v.unit}" is not a supported time unit`);
   if (!(v.val > 0)) throw bad(`lease must be more than 0 (got ${v.numText()} ${v.unit})`);

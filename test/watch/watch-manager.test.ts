@@ -43,7 +43,8 @@ t.test('parseLease', async (t) => {
     t.equal(l.ms, ms, `${String(v)}: ${ms} ms`);
     t.same(l.num, num, `${String(v)} answered as ${String(num)}`);
   }
-  const bad: HVal[] = [HNumber.of(10), HNumber.of(10, 'ms'), HNumber.of(0, 'min'), HNumber.of(-5, 's'), HNumber.of(NaN, 'h'), '1 min', true, MARKER];
+  const bad: HVal[] = [HNumber.of(0), '', HNumber.of(10, 'ms'), HNumber.of(0, 'min'), HNumber.of(-5, 's'), HNumber.of(NaN, 'h'), '1 min', true, MARKER];
+  t.same(parseLease(HNumber.of(15000)).num, HNumber.of(15, 's'), 'no unit: milliseconds (the WideSky client documents ms)');
   for (const v of bad) t.throws(() => parseLease(v), { code: ErrorCodes.BAD_LEASE }, `refused: ${String(v)}`);
 });
 
