@@ -85,6 +85,11 @@ t.test('backup while writing, restore, start: everything there, no half batch', 
   t.equal(statSync(file).mode & 0o777, 0o600, 'the backup file is readable by its owner only');
   t.notOk(existsSync(`${file}.partial`));
   t.ok(batches > atEnd, 'writes went on after the backup too');
+  const audit = r.logs.filter((l) => l.includes('"msg":"backup requested"'));
+  t.equal(audit.length, 1, 'who took a backup is logged');
+  t.match(audit[0], `"user":"${ADMIN.username}"`);
+  t.ok(r.logs.some((l) => l.includes('"msg":"backup sent"')));
+  t.notOk(r.logs.some((l) => l.includes(ADMIN.password) || l.includes(CLIENT.secret)), 'no password or secret in the log');
   const again = await run(['backup', file, '--url', r.base], creds);
   t.equal(again.status, 1);
   t.match(again.stderr, /already exists: choose another name, or add --force/);

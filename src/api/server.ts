@@ -264,6 +264,8 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
         // A backup holds everything, users and password hashes included: USER_ADMIN over all.
         const p = await authH.principal(req);
         if (!p.grants.hasAll('USER_ADMIN')) throw new HayloftError(ErrorCodes.FORBIDDEN, 'permission denied: a backup needs USER_ADMIN');
+        // Always logged: who copied the whole store, users and password hashes included.
+        log.info({ reqId: x.id, user: p.username, ...(p.impersonatedBy === undefined ? {} : { impersonatedBy: p.impersonatedBy }) }, 'backup requested');
       }
       const stream = opts.backup();
       const stamp = new Date().toISOString().replace(/[:.]/g, '-');
@@ -275,6 +277,7 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
       if (closing) headers.Connection = 'close';
       res.writeHead(200, headers);
       await pipeline(stream, res);
+      log.info({ reqId: x.id, ms: Math.round(performance.now() - x.started) }, 'backup sent');
     } catch (e) {
       if (!res.headersSent) {
         sendError(req, res, e);
