@@ -5,6 +5,8 @@
  * Argument parsing is node:util's parseArgs: no dependency for a handful of flags.
  */
 import { parseArgs } from 'node:util';
+import { DemoDevice, seedDemo } from './demo.js';
+import { systemClock } from './lib/clock.js';
 import { App, type AppOptions, firstRunFromEnv, productVersion } from './app.js';
 import type { Bootstrap } from './auth/auth.js';
 import { randomSecret } from './auth/passwords.js';
@@ -25,7 +27,8 @@ import { readBackup, restoreBackup } from './store/backup.js';
 const USAGE = `usage: hayloft <command> [options]
 
 commands:
-  serve                          start the server (default command)
+  serve [--demo]                 start the server (default command); --demo adds a demo site
+                                 polling a simulated Modbus device (what npm start runs)
   check-config                   validate the configuration and print it
   version                        print the version
   user add <username> [--role <role>] [--password <pw>]
@@ -99,8 +102,16 @@ async function withApp<T>(argv: readonly string[], log: Logger, f: (app: App) =>
 async function serve(argv: readonly string[]): Promise<void> {
   const cfg = config(argv);
   const log = createLogger({ level: cfg.logLevel });
+  // A bug that escapes a request must not take the building's server down: log it and go on.
+  process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled promise rejection (a bug): logged, still serving'));
   const app = await App.start({ config: cfg, log, firstRun: firstRunFromEnv(process.env), processMetrics: true });
   if (app.bootstrap !== null) printBootstrap(app.bootstrap);
+  let device: DemoDevice | null = null;
+  if (argv.includes('--demo')) {
+    device = await DemoDevice.start(systemClock);
+    await seedDemo(app.model, device, { tz: cfg.tz });
+    log.info({ device: `modbus-tcp://127.0.0.1:${device.port}` }, 'demo mode: site "demo" polls a simulated Modbus device (try read?filter=point and hisRead of demo.ahu1.supplyTemp)');
+  }
   log.info({ dataDir: cfg.dataDir, host: cfg.host, port: app.port, version: productVersion() }, 'Hayloft is serving');
   // Under systemd (Type=notify): READY now, watchdog keep-alives while the store is open.
   const systemd = new SystemdNotifier({ log, env: process.env, healthy: () => app.store.db.status === 'open' });
@@ -116,6 +127,7 @@ async function serve(argv: readonly string[]): Promise<void> {
     void systemd.stopping();
     app.stop().then(
       async () => {
+        await device?.stop();
         await systemd.flushed();
         log.info('stopped');
         log.flush();
