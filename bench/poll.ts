@@ -204,6 +204,10 @@ async function main(): Promise<void> {
     const w0 = performance.now();
     for (let s = 0; s < SECONDS; s++) {
       await new Promise((r) => setTimeout(r, 1000));
+      if (args.includes('--mem') && s % 15 === 14) {
+        (globalThis as { gc?: () => void }).gc?.();
+        mem(`${s + 1} s, after gc`);
+      }
       const m = process.memoryUsage();
       rss.push(m.rss / 2 ** 20);
       heap.push(m.heapUsed / 2 ** 20);

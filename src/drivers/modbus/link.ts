@@ -53,6 +53,17 @@ interface Client {
   on(event: 'error' | 'close', f: (e?: unknown) => void): unknown;
 }
 
+/**
+ * modbus-serial keeps every transaction (its callback, and through it the answer) in a table
+ * keyed by transaction id that it never clears: 256 per TCP client, so 100 devices polled each
+ * second held some 50 MB of old answers. One request at a time per link means nothing else is
+ * pending when one settles: the table is emptied then (a late answer to a timed-out request finds
+ * no transaction and is ignored, as it should be).
+ */
+function forget(c: Client): void {
+  (c as unknown as { _transactions: Record<number, unknown> })._transactions = {};
+}
+
 function errText(e: unknown): string {
   if (e instanceof Error) {
     const code = (e as { code?: unknown }).code;
@@ -100,6 +111,7 @@ export class ModbusLink {
       const timer = setTimeout(() => {
         if (settled) return;
         settled = true;
+        forget(client);
         this.drop();
         reject(downError(`no answer from unit ${unit} on ${this.description} within ${timeoutMs} ms`));
       }, left);
@@ -107,6 +119,7 @@ export class ModbusLink {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
+        forget(client);
         if (err === null || err === undefined) {
           if (res === undefined) reject(downError(`empty answer from unit ${unit} on ${this.description}`));
           else resolve(res);
