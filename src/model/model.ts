@@ -291,6 +291,14 @@ export class Model {
     return v;
   }
 
+  /**
+   * Ids of the records that have a tag, from the tag index: no read views are built (the poller
+   * finds its thousands of connectors and points at start without making a view of each).
+   */
+  idsWithTag(tag: string): string[] {
+    return [...(this.byTag.get(tag) ?? [])];
+  }
+
   /** Ids of the records that reference `id`. */
   referrersOf(id: string): string[] {
     return [...(this.referrers.get(id) ?? [])];

@@ -185,12 +185,8 @@ export class Poller {
     if (this.running) return;
     this.running = true;
     this.unlisten = this.model.onChange((c) => this.changed(c));
-    for (const d of this.drivers.all()) {
-      for (const rec of this.model.query(d.connTag)) this.upsertConn((rec.get('id') as HRef).id);
-    }
-    for (const d of this.drivers.all()) {
-      for (const rec of this.model.query(d.refTag)) this.upsertPoint((rec.get('id') as HRef).id);
-    }
+    for (const d of this.drivers.all()) for (const id of this.model.idsWithTag(d.connTag)) this.upsertConn(id);
+    for (const d of this.drivers.all()) for (const id of this.model.idsWithTag(d.refTag)) this.upsertPoint(id);
     this.rebuildDirty();
     this.log.info({ connectors: this.conns.size, points: this.points.size }, 'poller started');
     this.wake(this.clock.now());
