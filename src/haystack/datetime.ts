@@ -107,6 +107,15 @@ let lastZone: TimeZone = UTC;
  * and a whole-hour offset means the matching `GMT±n` zone. Errors quote the parsed text.
  */
 export function parseDateTime(s: string, start = 0, end = s.length): HDateTime {
+  const epochMs = parseInstant(s, start, end);
+  return new HDateTime(epochMs, lastZone);
+}
+
+/**
+ * parseDateTime without the HDateTime: the instant in epoch ms, its zone left in `parsedZone()`.
+ * For decoders that keep history as columns (no object per sample).
+ */
+export function parseInstant(s: string, start = 0, end = s.length): number {
   const b = start;
   const date = readDate(s, b);
   if (date === null) throw bad(s.slice(b, end), 'expected YYYY-MM-DD at the start');
@@ -135,6 +144,7 @@ export function parseDateTime(s: string, start = 0, end = s.length): HDateTime {
       const h = -offset / 3600;
       tz = findTimeZone(h > 0 ? `GMT+${h}` : `GMT-${-h}`) ?? UTC;
     } else throw bad(s.slice(b, end), 'a time-zone name is required after the offset');
+    lastZone = tz;
   } else {
     if (s.charCodeAt(i) !== 32 || i + 1 === end) throw bad(s.slice(b, end), 'expected " <zone name>" after the offset');
     const last = lastZone.name;
@@ -156,7 +166,12 @@ export function parseDateTime(s: string, start = 0, end = s.length): HDateTime {
       `"${s.slice(b, end)}" is not a DateTime: ${tz.name} is at ${sign}${String(Math.floor(a / 3600)).padStart(2, '0')}:${String(Math.floor((a % 3600) / 60)).padStart(2, '0')} at that instant`,
     );
   }
-  return new HDateTime(epochMs, tz);
+  return epochMs;
+}
+
+/** The zone of the DateTime parseInstant (or parseDateTime) read last. */
+export function parsedZone(): TimeZone {
+  return lastZone;
 }
 
 /** Midnight at the start of a local date in a zone (the first instant of that day). */

@@ -8,7 +8,8 @@
  */
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { HisGrid, rowChunks } from './his-grid.js';
-import { parseDate, parseDateTime, parseTime } from './datetime.js';
+import { parseDate, parseDateTime, parseInstant, parseTime, parsedZone } from './datetime.js';
+import type { TimeZone } from './tz.js';
 import {
   HBin,
   HCoord,
@@ -265,6 +266,10 @@ export function decodeGrid(j: unknown, path = ''): HGrid {
   }
   const rowsJ = j.rows ?? [];
   if (!Array.isArray(rowsJ)) throw badGrid(p('rows'), 'must be an array of rows');
+  if (cols.length === 2 && cols[0]?.name === 'ts' && cols[1]?.name === 'val' && cols[0].meta.isEmpty() && cols[1].meta.isEmpty() && rowsJ.length > 0) {
+    const his = decodeHisRows(rowsJ, metaRec);
+    if (his !== undefined) return his;
+  }
   const rows = new Array<HDict>(rowsJ.length);
   for (let i = 0; i < rowsJ.length; i++) {
     const r: unknown = rowsJ[i];
@@ -285,6 +290,52 @@ export function decodeGrid(j: unknown, path = ''): HGrid {
     rows[i] = HDict.adopt(rec);
   }
   return new HGrid(HDict.adopt(metaRec), cols, rows);
+}
+
+/**
+ * History as columns: a grid of `ts` and `val` where every row is a DateTime of one zone and a
+ * Number of one unit (what hisWrite sends) becomes a HisGrid, with no dict, DateTime or Number
+ * per row; the garbage collector's share of decoding such grids was over half. Anything else
+ * (a null cell, a second zone or unit, a bad value) returns undefined and the grid is decoded the
+ * general way, which also words the errors.
+ */
+function decodeHisRows(rowsJ: readonly unknown[], metaRec: Record<string, HVal>): HisGrid | undefined {
+  const n = rowsJ.length;
+  const ts = new Float64Array(n);
+  const val = new Float64Array(n);
+  let tz: TimeZone | undefined;
+  let unit: string | null | undefined;
+  for (let i = 0; i < n; i++) {
+    const r = rowsJ[i] as Record<string, unknown> | null;
+    if (typeof r !== 'object' || r === null) return undefined;
+    for (const k in r) if (k !== 'ts' && k !== 'val') return undefined;
+    const t = r.ts;
+    const v = r.val;
+    if (typeof t !== 'string' || typeof v !== 'string' || t.charCodeAt(1) !== 58 || t.charCodeAt(0) !== 116 || v.charCodeAt(1) !== 58 || v.charCodeAt(0) !== 110) return undefined;
+    try {
+      ts[i] = parseInstant(t, 2);
+    } catch {
+      return undefined;
+    }
+    const zone = parsedZone();
+    if (tz === undefined) tz = zone;
+    else if (zone !== tz) return undefined;
+    const sp = v.indexOf(' ', 2);
+    const text = sp < 0 ? v.slice(2) : v.slice(2, sp);
+    if (!isNumberText(text)) return undefined;
+    let u: string | null = null;
+    if (sp >= 0) {
+      if (unit !== undefined && unit !== null && v.length - sp - 1 === unit.length && v.endsWith(unit)) u = unit;
+      else {
+        u = v.slice(sp + 1);
+        if (!isUnitText(u)) return undefined;
+      }
+    }
+    if (unit === undefined) unit = u;
+    else if (u !== unit) return undefined;
+    val[i] = numberOf(text);
+  }
+  return new HisGrid(HDict.adopt(metaRec), ts, tz as TimeZone, { kind: 'Number', val, unit: unit ?? null });
 }
 
 /** Parses JSON text into a grid; malformed JSON is a BAD_GRID error with the parser's reason. */

@@ -194,3 +194,35 @@ t.test('malformed grids', async (t) => {
   t.equal(p.get('__proto__'), 'x', '__proto__ is just a key');
   t.equal(({} as Record<string, unknown>).x, undefined, 'no prototype was polluted');
 });
+
+t.test('history-shaped grids decode as columns, equal to the general decode', async (t) => {
+  const { HisGrid } = await import('../../src/haystack/his-grid.js');
+  const rows = (vals: string[], zones: string[] = []): string =>
+    vals.map((v, i) => `{"ts":"t:2024-11-03T0${1 + i}:30:00-05:00 ${zones[i] ?? 'New_York'}","val":${JSON.stringify(v)}}`).join(',');
+  const grid = (body: string, meta = '"ver":"2.0","id":"r:p1"'): string => `{"meta":{${meta}},"cols":[{"name":"ts"},{"name":"val"}],"rows":[${body}]}`;
+  const g = readJsonGrid(grid(rows(['n:1.5 °F', 'n:NaN °F', 'n:-INF °F'])));
+  t.ok(g instanceof HisGrid, 'one zone, one unit: columns');
+  t.equal(g.size, 3);
+  t.ok(g.meta.get('id') instanceof HRef);
+  const again = readJsonGrid(writeJsonGrid(g));
+  t.equal(writeJsonGrid(again), writeJsonGrid(g), 'it writes back the same');
+  t.ok(equals(g.rows[0]?.get('val'), new HNumber(1.5, '°F')));
+  t.equal((g.rows[0]?.get('ts') as { tz: { name: string } }).tz.name, 'New_York');
+  // Not history-shaped: decoded the general way.
+  const cases: [string, string][] = [
+    ['two zones', grid(rows(['n:1', 'n:2'], ['New_York', 'GMT+5']))],
+    ['two units', grid(rows(['n:1 kW', 'n:2 W']))],
+    ['a Bool', grid(rows(['n:1', 'x']).replace('"x"', 'true'))],
+    ['a null cell', grid('{"ts":"t:2024-01-01T00:00:00Z UTC"}')],
+  ];
+  for (const [what, text] of cases) {
+    const d = readJsonGrid(text);
+    t.notOk(d instanceof HisGrid, `${what}: rows`);
+    t.ok(d.size >= 1, what);
+  }
+  // Errors keep their place and words.
+  const err = t.throws(() => readJsonGrid(grid(rows(['n:1', 'n:2', 'n:3', 'n:abc'])))) as Error;
+  t.match(err.message, /^rows\[3\]\.val: "n:abc" is not a Number/);
+  const err2 = t.throws(() => readJsonGrid(grid(rows(['n:1']) + ',{"ts":"t:2024-11-03T02:30:00-04:00 New_York","val":"n:2"}'))) as Error;
+  t.match(err2.message, /rows\[1\]\.ts: .*New_York is at -05:00/);
+});

@@ -295,7 +295,16 @@ function writeRequest(req: OpRequest): { points: Point[]; writes: HisWrite[] } {
   }
   const byPoint = new Map<string, { point: Point; samples: HisSample[] }>();
   for (const { point } of cols) if (!byPoint.has(point.id)) byPoint.set(point.id, { point, samples: [] });
-  g.rows.forEach((row, i) => {
+  const only = cols[0]?.point;
+  if (g instanceof HisGrid && g.values.kind === 'Number' && only?.kind === 'Number') {
+    // Decoded as columns (one zone, one unit): check the unit once, take the samples as they are.
+    const v0 = g.valueAt(0);
+    if (g.size > 0) sampleValue(only, v0, 'rows[0].val');
+    const samples = (byPoint.get(only.id) as { samples: HisSample[] }).samples;
+    const { ts } = g;
+    const val = g.values.val;
+    for (let i = 0; i < ts.length; i++) samples.push({ ts: ts[i] as number, val: val[i] as number });
+  } else g.rows.forEach((row, i) => {
     const ts = row.get('ts');
     if (!(ts instanceof HDateTime)) throw new HayloftError(ErrorCodes.BAD_VALUE, `rows[${i}].ts must be a DateTime`);
     for (const { name, point } of cols) {
