@@ -193,6 +193,8 @@ export class Model {
   private readonly children = new Map<string, Map<string, string>>();
   private readonly referrers = new Map<string, Set<string>>();
   private readonly byTag = new Map<string, Set<string>>();
+  /** Every tag name ever set as transient: filters on them cannot use the tag index. */
+  private readonly transientNames = new Set<string>(TRANSIENT_TAGS);
   /** Records as returned (Refs with display names); cleared on every commit. */
   private readonly views = new Map<string, HDict>();
   private readonly filters = new Map<string, { node: FilterNode; run: ReturnType<typeof compileFilter> }>();
@@ -325,6 +327,8 @@ export class Model {
     let candidates: Iterable<string> = this.byId.keys();
     let best = Infinity;
     for (const tag of hints.has) {
+      // Transient tags (curStatus, hisSize ...) are in no index: they narrow nothing.
+      if (this.transientNames.has(tag)) continue;
       const s = this.byTag.get(tag);
       if (s === undefined) return [];
       if (s.size < best) {
@@ -363,6 +367,7 @@ export class Model {
     // hisWrite republishing his stats, must not make every watch report the point again.
     let changed: string[] | undefined;
     for (const [k, v] of Object.entries(tags)) {
+      if (!this.transientNames.has(k)) this.transientNames.add(k);
       const old = cur[k];
       if (v === null || v === REMOVE) {
         if (old === undefined) continue;

@@ -119,6 +119,10 @@ t.test('update', async (t) => {
   // transient tags live in memory only
   await model.update([d({ id: ref('p3'), curVal: true, curStatus: 'ok' })]);
   t.equal(model.get('p3')?.get('curVal'), true);
+  t.same(model.query('curStatus == "ok"').map((r) => (r.get('id') as HRef).id), ['p3'], 'filters see transient tags');
+  t.same(model.query('point and curVal').map((r) => (r.get('id') as HRef).id), ['p3']);
+  model.setTransient('p1', { hisSize: new HNumber(3) });
+  t.same(model.query('hisSize > 0').map((r) => (r.get('id') as HRef).id), ['p1'], 'and tags set only as transient');
   t.equal(model.stored('p3')?.get('curVal'), undefined);
   await store.close();
   ({ store, model } = await open(dir));
