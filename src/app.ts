@@ -22,7 +22,7 @@ import { backupStream, storeSizeBytes } from './store/backup.js';
 import type { HRef } from './haystack/values.js';
 import { Uplink } from './sync/index.js';
 import { BacnetDriver, DriverRegistry, ModbusDriver } from './drivers/index.js';
-import { Poller } from './poller/index.js';
+import { type ConnectorStats, Poller } from './poller/index.js';
 
 let version: string | undefined;
 
@@ -294,6 +294,15 @@ function uplinkMetrics(metrics: Metrics, uplink: Uplink): void {
 function pollerMetrics(metrics: Metrics, poller: Poller, model: Model): void {
   metrics.counter('hayloft_poll_reads_total', 'Driver reads (poll buckets read) since start', () => poller.stats().reads);
   metrics.counter('hayloft_poll_failures_total', 'Driver reads that found the device down, since start', () => poller.stats().failures);
+  // Per connector (labelled by its name, else its id): reads, failures, and time spent reading.
+  const perConnector = (pick: (s: ConnectorStats) => number): (() => { labels: Record<string, string>; value: number }[]) => () =>
+    [...poller.connectorStats()].map(([id, s]) => {
+      const name = model.stored(id)?.get('name');
+      return { labels: { connector: typeof name === 'string' ? name : id }, value: pick(s) };
+    });
+  metrics.counter('hayloft_connector_reads_total', 'Driver reads per connector since start', () => 0, ['connector'], perConnector((s) => s.reads));
+  metrics.counter('hayloft_connector_read_failures_total', 'Driver reads per connector that found the device down', () => 0, ['connector'], perConnector((s) => s.failures));
+  metrics.counter('hayloft_connector_read_seconds_total', 'Seconds spent in driver reads per connector (divide by reads for the mean latency)', () => 0, ['connector'], perConnector((s) => s.seconds));
   metrics.gauge('hayloft_history_backlog_samples', 'Collected history samples not yet written', [], () => poller.stats().hisBacklog);
   metrics.gauge('hayloft_connectors', 'Connectors by connStatus', ['connStatus'], () => {
     const by = new Map<string, number>();

@@ -45,6 +45,15 @@ t.test('the demo site polls its simulated device: curVal changes, history grows'
     size = h.grid?.size ?? 0;
   }
   t.ok(size >= 2, `history grows (${size} samples)`);
+  // /metrics counts reads, failures and read time per connector.
+  const m = await fetch(`${s.base}/metrics`, { headers: s.auth });
+  const text = await m.text();
+  t.equal(m.status, 200);
+  const reads = /hayloft_connector_reads_total\{connector="demoPlc"\} (\d+)/.exec(text);
+  t.ok(reads !== null && Number(reads[1]) > 0, 'reads per connector');
+  t.match(text, /hayloft_connector_read_failures_total\{connector="demoPlc"\} 0/, 'failures per connector');
+  const secs = /hayloft_connector_read_seconds_total\{connector="demoPlc"\} ([\d.e-]+)/.exec(text);
+  t.ok(secs !== null && Number(secs[1]) > 0, 'read time per connector');
   // A second --demo start keeps the site and points the connector at the new port.
   const again = await DemoDevice.start(systemClock);
   t.teardown(() => again.stop());

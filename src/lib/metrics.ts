@@ -63,15 +63,17 @@ export class Metrics {
     });
   }
 
-  /** A counter kept elsewhere (a running total), read at each scrape. */
-  counter(name: string, help: string, read: () => number): void {
+  /** A counter kept elsewhere (a running total, or one per label set), read at each scrape. */
+  counter(name: string, help: string, read: () => number, labelNames?: readonly string[], readLabelled?: () => Sample[]): void {
     new Counter({
       name,
       help,
+      labelNames: [...(labelNames ?? [])],
       registers: [this.registry],
       collect() {
         this.reset();
-        this.inc(read());
+        if (readLabelled !== undefined) for (const s of readLabelled()) this.inc(s.labels ?? {}, s.value);
+        else this.inc(read());
       },
     });
   }

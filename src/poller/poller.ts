@@ -75,6 +75,14 @@ export interface PollerStats {
   hisBacklog: number;
 }
 
+/** Per-connector read counts and time, for /metrics. */
+export interface ConnectorStats {
+  reads: number;
+  failures: number;
+  /** Total seconds spent in driver reads (with `reads`, the mean latency). */
+  seconds: number;
+}
+
 interface ConnState {
   readonly id: string;
   readonly rec: HDict;
@@ -167,6 +175,7 @@ export class Poller {
   private running = false;
   private reads = 0;
   private failures = 0;
+  private readonly perConn = new Map<string, ConnectorStats>();
 
   constructor(opts: PollerOptions) {
     this.model = opts.model;
@@ -208,6 +217,13 @@ export class Poller {
     this.points.clear();
     this.byConn.clear();
     this.dirty.clear();
+  }
+
+  /** Read counts and time per connector id, since start (for connectors still configured). */
+  connectorStats(): ReadonlyMap<string, ConnectorStats> {
+    const out = new Map<string, ConnectorStats>();
+    for (const [id, st] of this.perConn) if (this.conns.has(id)) out.set(id, st);
+    return out;
   }
 
   stats(): PollerStats {
@@ -289,11 +305,18 @@ export class Poller {
     const points = b.points;
     let results;
     this.reads++;
+    let st = this.perConn.get(cs.id);
+    if (st === undefined) this.perConn.set(cs.id, (st = { reads: 0, failures: 0, seconds: 0 }));
+    st.reads++;
+    const t0 = performance.now();
     try {
       results = await conn.read(b.prepared);
+      st.seconds += (performance.now() - t0) / 1000;
     } catch (e) {
+      st.seconds += (performance.now() - t0) / 1000;
       if (cs.closed) return false;
       this.failures++;
+      st.failures++;
       this.connDown(cs, e);
       return false;
     }
