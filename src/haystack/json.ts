@@ -469,8 +469,20 @@ function jsonHeadParts(g: HGrid): { head: string; names: string[]; keys: string[
 }
 
 /** JSON text of a grid; meta always carries `ver: "2.0"` first. */
+/** Whole texts of small grids built from rows: immutable, so a grid answered again is free. */
+const gridText = new WeakMap<HGrid, string>();
+
 export function writeJsonGrid(g: HGrid): string {
   if (g instanceof HisGrid) return [...writeJsonChunks(g)].join('');
+  if (g.rowsWithinCols && g.size <= 4) {
+    let text = gridText.get(g);
+    if (text === undefined) gridText.set(g, (text = writeGridText(g)));
+    return text;
+  }
+  return writeGridText(g);
+}
+
+function writeGridText(g: HGrid): string {
   const { head, names, keys } = jsonHeadParts(g);
   const rows = g.rows;
   let row: (r: number) => string;

@@ -75,6 +75,21 @@ function result(rows: readonly HDict[]): HGrid {
   return HGrid.fromRows(rows, HDict.EMPTY, rows.length > 0 ? ['id'] : []);
 }
 
+/**
+ * The answer to a read of one record, the same grid object for as long as the record is
+ * unchanged (the model returns the same immutable view until it changes): encoders can then
+ * reuse its whole text, which makes the commonest read (by id) little more than a lookup.
+ */
+const oneRecordGrids = new WeakMap<HDict, HGrid>();
+function oneRecordGrid(rec: HDict): HGrid {
+  let g = oneRecordGrids.get(rec);
+  if (g === undefined) {
+    g = HGrid.fromRows([rec], HDict.EMPTY, ['id']);
+    if (rec !== HDict.EMPTY) oneRecordGrids.set(rec, g);
+  }
+  return g;
+}
+
 export const readOp: Op = {
   name: 'read',
   summary: 'Read records by filter, or by id or fully qualified name',
@@ -100,6 +115,7 @@ export const readOp: Op = {
         const rec = ctx.model.get(id);
         return rec !== undefined && visible(rec) ? rec : HDict.EMPTY;
       });
+      if (rows.length === 1) return oneRecordGrid(rows[0] as HDict);
       return HGrid.fromRows(rows, HDict.EMPTY, ['id']);
     }
     throw badRequest('read needs a filter column (with optional limit) or an id column');
