@@ -5,73 +5,13 @@
  * sample of every batch it answered 200 to. A batch in flight at the kill may be there or not,
  * but never in part (one request is one synced LevelDB batch), for either of its points.
  */
-import { type ChildProcessByStdio, spawn } from 'node:child_process';
-import type { Readable } from 'node:stream';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { HDateTime, HNumber, HRef, MARKER } from '../../src/haystack/values.js';
 import { UTC } from '../../src/haystack/tz.js';
-import { basic, tokenRequest } from '../helpers/app.js';
 import { multiWrite, series } from '../helpers/his.js';
 import { gridOf, postGrid } from '../helpers/http.js';
+import { serveChild } from '../helpers/serve-child.js';
 import { tempDir } from '../helpers/tmp.js';
-
-const CLI = new URL('../../src/cli.ts', import.meta.url).pathname;
-const USER = 'ops@example.com';
-const PASSWORD = 'durable-password-1';
-const CLIENT_ID = 'crash-test';
-const SECRET = 'crash-test-secret-0123456789';
-
-type Server = ChildProcessByStdio<null, Readable, Readable>;
-
-/** Starts `hayloft serve` on the folder; resolves with the process and its base URL once it serves. */
-async function serve(t: Test, dir: string): Promise<{ proc: Server; base: string }> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', CLI, 'serve'], {
-    env: {
-      ...process.env,
-      HAYLOFT_DATA_DIR: dir,
-      HAYLOFT_HOST: '127.0.0.1',
-      HAYLOFT_PORT: '0',
-      HAYLOFT_LOG_LEVEL: 'info',
-      HAYLOFT_ADMIN_USER: USER,
-      HAYLOFT_ADMIN_PASSWORD: PASSWORD,
-      HAYLOFT_CLIENT_ID: CLIENT_ID,
-      HAYLOFT_CLIENT_SECRET: SECRET,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  t.teardown(() => {
-    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
-  });
-  let out = '';
-  let err = '';
-  proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`hayloft did not start: ${out}${err}`)), 60_000);
-    proc.on('exit', (code, signal) => reject(new Error(`hayloft exited (${String(code ?? signal)}) before serving: ${out}${err}`)));
-    proc.stdout.on('data', (d: Buffer) => {
-      out += d.toString();
-      for (const line of out.split('\n')) {
-        if (!line.startsWith('{')) continue;
-        try {
-          const j = JSON.parse(line) as { msg?: string; port?: number };
-          if (j.msg === 'Hayloft is serving' && typeof j.port === 'number') {
-            clearTimeout(timer);
-            resolve(j.port);
-          }
-        } catch {
-          // a partial line: wait for the rest
-        }
-      }
-    });
-  });
-  return { proc, base: `http://127.0.0.1:${port}` };
-}
-
-async function login(base: string): Promise<Record<string, string>> {
-  const a = await tokenRequest(base, { grant_type: 'password', username: USER, password: PASSWORD }, basic(CLIENT_ID, SECRET));
-  if (a.status !== 200) throw new Error(`login: ${a.status} ${JSON.stringify(a.body)}`);
-  return { authorization: `Bearer ${a.body.access_token as string}` };
-}
 
 const BATCH = 100;
 const T0 = Date.UTC(2024, 0, 1);
@@ -87,8 +27,8 @@ function batchGrid(b: number) {
 
 t.test('SIGKILL during a stream of hisWrites loses no acknowledged sample and leaves no batch in part', async (t) => {
   const dir = tempDir(t);
-  const first = await serve(t, dir);
-  let auth = await login(first.base);
+  const first = await serveChild(t, dir);
+  let auth = first.auth;
   const made = await postGrid(first.base, 'createRec', gridOf([
     { id: HRef.of('a'), point: MARKER, his: MARKER, kind: 'Number', name: 'a', tz: 'UTC' },
     { id: HRef.of('b'), point: MARKER, his: MARKER, kind: 'Number', name: 'b', tz: 'UTC' },
@@ -121,8 +61,8 @@ t.test('SIGKILL during a stream of hisWrites loses no acknowledged sample and le
   t.equal(await exited, 'SIGKILL', 'the server was killed mid-stream');
   t.ok(acked.size >= 60, `${acked.size} batches acknowledged of ${sent.size} sent`);
 
-  const second = await serve(t, dir);
-  auth = await login(second.base);
+  const second = await serveChild(t, dir);
+  auth = second.auth;
   const read = async (id: string): Promise<Map<number, number>> => {
     const a = await postGrid(second.base, 'hisRead', gridOf({ id: HRef.of(id), range: '2023-12-31,2024-12-31' }), { headers: auth });
     t.equal(a.status, 200, `hisRead @${id} after the restart`);

@@ -1,0 +1,74 @@
+/**
+ * `hayloft serve` as a child process (the CLI, as systemd runs it) for tests that stop or kill the
+ * server: on a data folder, with HAYLOFT_* variables and the test administrator and client on
+ * first start; resolves once it serves, logged in as the admin.
+ */
+import { type ChildProcessByStdio, spawn } from 'node:child_process';
+import type { Readable } from 'node:stream';
+import type { Test } from 'tap';
+import { ADMIN, CLIENT, tokenRequest } from './app.js';
+
+const CLI = new URL('../../src/cli.ts', import.meta.url).pathname;
+
+export interface Child {
+  proc: ChildProcessByStdio<null, Readable, Readable>;
+  base: string;
+  auth: Record<string, string>;
+  /** Resolves with the signal (or exit code) once the process has ended. */
+  exited: Promise<string | number | null>;
+}
+
+/**
+ * Starts `hayloft serve` (the CLI, as systemd runs it) on a data folder with HAYLOFT_* variables,
+ * the test administrator and client on first start; resolves once it serves, logged in as admin.
+ */
+export async function serveChild(t: Test, dir: string, env: Record<string, string> = {}): Promise<Child> {
+  const proc = spawn(process.execPath, ['--import', 'tsx', CLI, 'serve'], {
+    env: {
+      ...process.env,
+      HAYLOFT_DATA_DIR: dir,
+      HAYLOFT_HOST: '127.0.0.1',
+      HAYLOFT_PORT: '0',
+      HAYLOFT_TZ: 'UTC',
+      HAYLOFT_LOG_LEVEL: 'info',
+      HAYLOFT_ADMIN_USER: ADMIN.username,
+      HAYLOFT_ADMIN_PASSWORD: ADMIN.password,
+      HAYLOFT_CLIENT_ID: CLIENT.id,
+      HAYLOFT_CLIENT_SECRET: CLIENT.secret,
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = new Promise<string | number | null>((resolve) => proc.on('exit', (code, signal) => resolve(signal ?? code)));
+  t.teardown(() => {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+  });
+  let out = '';
+  let err = '';
+  proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`hayloft did not start: ${out}${err}`)), 60_000);
+    void exited.then((how) => reject(new Error(`hayloft exited (${String(how)}) before serving: ${out}${err}`)));
+    proc.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      for (const line of out.split('\n')) {
+        if (!line.startsWith('{')) continue;
+        try {
+          const j = JSON.parse(line) as { msg?: string; port?: number };
+          if (j.msg === 'Hayloft is serving' && typeof j.port === 'number') {
+            clearTimeout(timer);
+            resolve(j.port);
+          }
+        } catch {
+          // a partial line: wait for the rest
+        }
+      }
+      // Keep only the last partial line: the log grows with every uplink pass.
+      if (out.length > 100_000) out = out.slice(-10_000);
+    });
+  });
+  const base = `http://127.0.0.1:${port}`;
+  const a = await tokenRequest(base, { grant_type: 'password', username: ADMIN.username, password: ADMIN.password });
+  if (a.status !== 200) throw new Error(`login: ${a.status} ${JSON.stringify(a.body)}`);
+  return { proc, base, auth: { authorization: `Bearer ${a.body.access_token as string}` }, exited };
+}
