@@ -131,6 +131,7 @@ port: 8080
 logLevel: info
 # serverName: Level 3 controller
 # tz: Sydney
+# bacnetInterface: 192.168.1.20
 EOF
   chmod 640 "$R/etc/hayloft/hayloft.yaml"
   echo "wrote /etc/hayloft/hayloft.yaml"

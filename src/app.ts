@@ -198,7 +198,8 @@ export class App {
   }
 
   private startPoller(clock: Clock): void {
-    const bacnet = new BacnetDriver();
+    const c = this.config;
+    const bacnet = new BacnetDriver({ interface: c.bacnetInterface, port: c.bacnetPort, timeoutMs: c.bacnetTimeoutMs });
     bacnet.log = (message) => this.log.info({ driver: 'bacnet' }, message);
     const drivers = (this.drivers = new DriverRegistry([new ModbusDriver(), bacnet]));
     this.poller = new Poller({

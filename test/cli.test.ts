@@ -52,6 +52,13 @@ t.test('errors an operator can act on', async (t) => {
   t.match(bad.stderr, /port \(from HAYLOFT_PORT\)/);
   t.match(bad.stderr, /tz \(from HAYLOFT_TZ\)/, 'every problem at once');
   t.notMatch(bad.stderr, /\n\s+at /, 'no stack trace');
+  const badBacnet = run(['check-config'], { HAYLOFT_DATA_DIR: dir, HAYLOFT_BACNET_INTERFACE: 'eth0', HAYLOFT_BACNET_PORT: '0' });
+  t.equal(badBacnet.status, 1);
+  t.match(badBacnet.stderr, /bacnetInterface \(from HAYLOFT_BACNET_INTERFACE\): expected an IPv4 address of this host/);
+  t.match(badBacnet.stderr, /bacnetPort \(from HAYLOFT_BACNET_PORT\): expected an integer from 1 to 65535, got "0"/);
+  const good = run(['check-config'], { HAYLOFT_DATA_DIR: dir, HAYLOFT_BACNET_INTERFACE: '192.168.1.20', HAYLOFT_BACNET_PORT: '47809' });
+  t.equal(good.status, 0, good.stderr);
+  t.match(good.stdout, /"bacnetInterface": "192\.168\.1\.20",\n\s+"bacnetPort": 47809,\n\s+"bacnetTimeoutMs": 3000,/, 'check-config shows the BACnet keys');
   const unknown = run(['frobnicate'], { HAYLOFT_DATA_DIR: dir });
   t.equal(unknown.status, 2);
   t.match(unknown.stderr, /unknown command "frobnicate"/);

@@ -4,6 +4,7 @@
  * takes either and says what it expected, so validation can list every problem at once instead
  * of making an operator fix a device's config one restart at a time.
  */
+import { isIPv4 } from 'node:net';
 import os from 'node:os';
 import type { UplinkConfig } from './uplink.js';
 
@@ -32,6 +33,12 @@ export interface Config {
   readonly watchMaxPoints: number;
   /** `GET /metrics` answers without authentication (for a Prometheus on a trusted network). */
   readonly metricsOpen: boolean;
+  /** Local IPv4 address the BACnet/IP socket binds to; `0.0.0.0` for all interfaces. */
+  readonly bacnetInterface: string;
+  /** Local UDP port of the BACnet/IP socket. */
+  readonly bacnetPort: number;
+  /** BACnet request timeout in ms for connectors without a `timeout` tag. */
+  readonly bacnetTimeoutMs: number;
   /** The uplink to an upstream service (src/config/uplink.ts), or null when none is configured. */
   readonly uplink: UplinkConfig | null;
   /** The config file read, or null when none was. */
@@ -171,6 +178,30 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
     env: 'HAYLOFT_METRICS_OPEN',
     default: () => false,
     parse: (raw) => boolean(raw),
+  },
+  // BACnet/IP: one UDP socket serves every device (src/drivers/bacnet). It is IPv4 only, so the
+  // address is an IPv4 address of this host: not a host name, nor an interface name like eth0.
+  bacnetInterface: {
+    env: 'HAYLOFT_BACNET_INTERFACE',
+    default: () => '0.0.0.0',
+    parse: (raw) => {
+      const expected = 'an IPv4 address of this host for BACnet/IP, such as 192.168.1.20 (0.0.0.0: all interfaces)';
+      const r = text(raw, expected);
+      return 'ok' in r && !isIPv4(r.ok) ? { expected } : r;
+    },
+  },
+  // From 1: the BACnet library binds its standard port 47808 when given 0, so 0 cannot mean "a
+  // free port" here as it does for the HTTP port.
+  bacnetPort: {
+    env: 'HAYLOFT_BACNET_PORT',
+    default: () => 47808,
+    parse: (raw) => integer(raw, 1, 65535),
+  },
+  // Default as BACNET_DEFAULT_TIMEOUT_MS in src/drivers/bacnet (config may not import drivers).
+  bacnetTimeoutMs: {
+    env: 'HAYLOFT_BACNET_TIMEOUT_MS',
+    default: () => 3000,
+    parse: (raw) => integer(raw, 100, 60_000),
   },
 };
 

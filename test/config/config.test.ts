@@ -41,6 +41,9 @@ t.test('defaults', async (t) => {
     watchMaxPerUser: 50,
     watchMaxPoints: 10_000,
     metricsOpen: false,
+    bacnetInterface: '0.0.0.0',
+    bacnetPort: 47808,
+    bacnetTimeoutMs: 3000,
     uplink: null,
     configFile: null,
   });
@@ -69,6 +72,9 @@ t.test('file, then environment over it, then --config choosing the file', async 
     watchMaxPerUser: 50,
     watchMaxPoints: 10_000,
     metricsOpen: false,
+    bacnetInterface: '0.0.0.0',
+    bacnetPort: 47808,
+    bacnetTimeoutMs: 3000,
     uplink: null,
     configFile: f,
   });
@@ -106,6 +112,16 @@ t.test('every validation error, each named with its source', async (t) => {
     ['debug not a boolean (env)', null, { HAYLOFT_DEBUG: 'maybe' }, 'debug', /true or false/],
     ['debug a number (file)', { debug: 1 }, {}, 'debug', /true or false/],
     ['metricsOpen not a boolean (env)', null, { HAYLOFT_METRICS_OPEN: 'public' }, 'metricsOpen', /true or false/],
+    ['bacnetInterface a host name (env)', null, { HAYLOFT_BACNET_INTERFACE: 'controller.local' }, 'bacnetInterface', /an IPv4 address of this host .*got "controller.local"/],
+    ['bacnetInterface an interface name (file)', { bacnetInterface: 'eth0' }, {}, 'bacnetInterface', /an IPv4 address .*such as 192\.168\.1\.20/],
+    ['bacnetInterface out of range (file)', { bacnetInterface: '192.168.1.300' }, {}, 'bacnetInterface', /an IPv4 address/],
+    ['bacnetInterface IPv6 (env)', null, { HAYLOFT_BACNET_INTERFACE: '::1' }, 'bacnetInterface', /an IPv4 address/],
+    ['bacnetInterface not a string (file)', { bacnetInterface: 19216812 }, {}, 'bacnetInterface', /an IPv4 address/],
+    ['bacnetPort 0 (env)', null, { HAYLOFT_BACNET_PORT: '0' }, 'bacnetPort', /an integer from 1 to 65535, got "0"/],
+    ['bacnetPort out of range (file)', { bacnetPort: 65536 }, {}, 'bacnetPort', /an integer from 1 to 65535, got 65536/],
+    ['bacnetPort not a number (env)', null, { HAYLOFT_BACNET_PORT: 'bacnet' }, 'bacnetPort', /an integer from 1 to 65535/],
+    ['bacnetTimeoutMs too short (file)', { bacnetTimeoutMs: 10 }, {}, 'bacnetTimeoutMs', /an integer from 100 to 60000/],
+    ['bacnetTimeoutMs with a unit (env)', null, { HAYLOFT_BACNET_TIMEOUT_MS: '3s' }, 'bacnetTimeoutMs', /an integer from 100 to 60000/],
     ['an unknown key', { prot: 80 }, {}, 'prot', /a known key \(dataDir, host, port/],
   ];
   for (const [name, content, env, key, expected] of cases) {
@@ -118,6 +134,21 @@ t.test('every validation error, each named with its source', async (t) => {
       t.match(`expected ${problems[0]?.expected}, got ${problems[0]?.got}`, expected);
     });
   }
+});
+
+t.test('BACnet/IP socket: file, then environment over it', async (t) => {
+  const yaml = file(t, 'bacnetInterface: 192.168.1.20\nbacnetPort: 47809\nbacnetTimeoutMs: 5000\n', 'hayloft.yaml');
+  const fromFile = loadConfig({ ...base, env: { HAYLOFT_CONFIG: yaml } });
+  t.match(fromFile, { bacnetInterface: '192.168.1.20', bacnetPort: 47809, bacnetTimeoutMs: 5000 }, 'from a YAML file');
+  const over = loadConfig({ ...base, env: { HAYLOFT_CONFIG: yaml, HAYLOFT_BACNET_INTERFACE: ' 127.0.0.3 ', HAYLOFT_BACNET_PORT: '48000', HAYLOFT_BACNET_TIMEOUT_MS: '100' } });
+  t.match(over, { bacnetInterface: '127.0.0.3', bacnetPort: 48000, bacnetTimeoutMs: 100 }, 'the environment wins (spaces trimmed)');
+  t.match(loadConfig({ ...base, env: { HAYLOFT_BACNET_PORT: '65535', HAYLOFT_BACNET_TIMEOUT_MS: '60000' } }), { bacnetPort: 65535, bacnetTimeoutMs: 60_000 }, 'the upper bounds');
+  const problems = problemsOf(t, { ...base, env: { HAYLOFT_BACNET_INTERFACE: 'eth0', HAYLOFT_BACNET_PORT: '70000', HAYLOFT_BACNET_TIMEOUT_MS: '0' } });
+  t.same(
+    problems.map((p) => p.key),
+    ['bacnetInterface', 'bacnetPort', 'bacnetTimeoutMs'],
+    'every BACnet problem at once',
+  );
 });
 
 t.test('problems with the file itself', async (t) => {
