@@ -4,7 +4,11 @@
  * ReadProperty and ReadPropertyMultiple from a table of values. It can refuse ReadPropertyMultiple
  * (Reject: unrecognized service), abort answers above a number of properties (no segmentation),
  * fall silent, and stop and start again (a device that disappears and comes back).
+ *
+ * The library binds its standard port 47808 when asked for port 0, so a test that needs a port of
+ * its own (to run beside the other BACnet tests) asks the system for one with freeUdpPort.
  */
+import { createSocket } from 'node:dgram';
 import bacnet, { ApplicationTag, ConfirmedServiceChoice, ErrorClass, ErrorCode, PropertyIdentifier } from '@bacnet-js/client';
 
 type Client = InstanceType<typeof bacnet.default>;
@@ -33,6 +37,8 @@ export class BacnetDevice {
   readonly values = new Map<string, Value>();
   silent = false;
   readonly seen = { rp: 0, rpm: 0, rpmProps: 0 };
+  /** Where requests came from, as the library names senders (`host`, or `host:port` off 47808). */
+  readonly senders = new Set<string>();
   private sock: Client | undefined;
 
   constructor(readonly opts: DeviceOptions) {}
@@ -48,7 +54,7 @@ export class BacnetDevice {
     sock.on('readProperty', (c) => {
       if (this.silent) return;
       this.seen.rp++;
-      const to = { address: c.header?.sender?.address ?? '' };
+      const to = this.sender(c);
       const { objectId, property } = c.payload;
       const v = this.values.get(`${objectId.type}:${objectId.instance}:${property.id}`);
       if (v === undefined) {
@@ -61,7 +67,7 @@ export class BacnetDevice {
     sock.on('readPropertyMultiple', (c) => {
       if (this.silent) return;
       this.seen.rpm++;
-      const to = { address: c.header?.sender?.address ?? '' };
+      const to = this.sender(c);
       const reqs = c.payload.properties;
       const count = reqs.reduce((n, r) => n + r.properties.length, 0);
       this.seen.rpmProps += count;
@@ -91,9 +97,27 @@ export class BacnetDevice {
     this.sock = sock;
   }
 
+  private sender(c: { header?: { sender?: { address?: string } } }): { address: string } {
+    const address = c.header?.sender?.address ?? '';
+    this.senders.add(address);
+    return { address };
+  }
+
   /** The device disappears (its socket closes). */
   stop(): void {
     this.sock?.close();
     this.sock = undefined;
   }
+}
+
+/** A UDP port free on `address` now (the system picks it; the socket is closed again at once). */
+export async function freeUdpPort(address: string): Promise<number> {
+  const sock = createSocket('udp4');
+  await new Promise<void>((resolve, reject) => {
+    sock.once('error', reject);
+    sock.bind(0, address, () => resolve());
+  });
+  const { port } = sock.address();
+  await new Promise<void>((resolve) => sock.close(() => resolve()));
+  return port;
 }
