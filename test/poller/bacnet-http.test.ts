@@ -7,11 +7,12 @@
  * Through HTTP only: a connector and points created with createRec; curVal/curStatus read back;
  * a change on the device seen through a watch; history collected by change and by interval read
  * with hisRead; the device disappearing (down, with curErr and connStatus) and coming back; an
- * object the device does not have and a malformed address (fault, with curErr).
+ * object the device does not have and a malformed address (fault, with curErr); a connector
+ * without a `timeout` tag waiting HAYLOFT_BACNET_TIMEOUT_MS.
  */
 import { ObjectType } from '@bacnet-js/client';
 import t from 'tap';
-import { HNumber, HUri, MARKER } from '../../src/haystack/values.js';
+import { HNumber, HRef, HUri, MARKER } from '../../src/haystack/values.js';
 import { BacnetDevice, enumerated, freeUdpPort, real, unsigned } from '../helpers/bacnet-device.js';
 import { startApp } from '../helpers/app.js';
 import { atMostOnePerSecond, connClient, curRows, recordMaker, text, until } from '../helpers/conn-http.js';
@@ -32,8 +33,8 @@ t.test('BACnet connector and points over HTTP: values, status, watches, history'
   t.teardown(() => device.stop());
 
   const bacnetPort = await freeUdpPort(HAYLOFT_HOST);
-  const r = await startApp(t, { env: { HAYLOFT_BACNET_INTERFACE: HAYLOFT_HOST, HAYLOFT_BACNET_PORT: String(bacnetPort) } });
-  t.match(r.app.config, { bacnetInterface: HAYLOFT_HOST, bacnetPort }, 'the BACnet socket settings came through the config');
+  const r = await startApp(t, { env: { HAYLOFT_BACNET_INTERFACE: HAYLOFT_HOST, HAYLOFT_BACNET_PORT: String(bacnetPort), HAYLOFT_BACNET_TIMEOUT_MS: '700' } });
+  t.match(r.app.config, { bacnetInterface: HAYLOFT_HOST, bacnetPort, bacnetTimeoutMs: 700 }, 'the BACnet settings came through the config');
   const admin = connClient(r);
   const recs = recordMaker('bacnet', 'vav', 'dev');
   const pt = recs.point;
@@ -52,6 +53,9 @@ t.test('BACnet connector and points over HTTP: values, status, watches, history'
       pt('mode', 'MSV4'),
       pt('gone', 'AI99'),
       pt('typo', 'XY1'),
+      // A device that never answers, on a connector without a timeout tag: the configured one applies.
+      { id: HRef.of('ghost'), bacnetConn: MARKER, name: 'ghost', uri: new HUri(`bacnet://${DEVICE_HOST}:${await freeUdpPort(DEVICE_HOST)}/99`), pollTime: new HNumber(250, 'ms') },
+      recordMaker('bacnet', 'vav', 'ghost').point('lost', 'AI1'),
     ]),
     'createRec of a BACnet connector and its points',
   );
@@ -67,6 +71,7 @@ t.test('BACnet connector and points over HTTP: values, status, watches, history'
   const typo = await admin.when('typo', 'curStatus', 'fault');
   t.match(typo.get('curErr'), /bacnetCur "XY1": object type "XY"/, 'a malformed address: curErr names it');
   t.equal((await admin.rec('dev')).get('connStatus'), 'ok', 'connector ok: bad points do not make it down');
+  t.match((await admin.when('lost', 'curStatus', 'down')).get('curErr'), /no answer from device 99 at .* within 700 ms/, 'bacnetTimeoutMs is the default timeout');
   t.same([...device.senders], [`${HAYLOFT_HOST}:${bacnetPort}`], 'every request came from the configured address and port');
 
   // A change on the device, seen through a watch.
