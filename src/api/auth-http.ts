@@ -116,8 +116,11 @@ export interface AuthHttp {
   token(req: IncomingMessage, res: ServerResponse): Promise<void>;
   logout(req: IncomingMessage, res: ServerResponse): Promise<void>;
   updatePassword(req: IncomingMessage, res: ServerResponse): Promise<void>;
-  /** The principal a data operation runs as (after X-IMPERSONATE). */
-  principal(req: IncomingMessage): Promise<Principal>;
+  /**
+   * The principal a data operation runs as (after X-IMPERSONATE): at once for a known token,
+   * else a promise. Refusals are thrown or rejected: call it inside a try and await it.
+   */
+  principal(req: IncomingMessage): Principal | Promise<Principal>;
 }
 
 export function authHttp(auth: AuthService, onUnexpected: (req: IncomingMessage, e: unknown) => void): AuthHttp {
@@ -208,12 +211,19 @@ export function authHttp(auth: AuthService, onUnexpected: (req: IncomingMessage,
       }
     },
 
-    async principal(req) {
-      const p = await auth.authenticate(bearerOf(req));
+    principal(req) {
+      const token = bearerOf(req);
       const target = req.headers['x-impersonate'];
-      if (target === undefined) return p;
-      const t = Array.isArray(target) ? target[0] : target;
-      return auth.impersonate(p, (t ?? '').trim());
+      const cached = auth.cachedPrincipal(token);
+      // Without a promise when the token is known: most requests.
+      if (cached !== undefined && target === undefined) return cached;
+      const as = async (): Promise<Principal> => {
+        const p = cached ?? (await auth.authenticate(token));
+        if (target === undefined) return p;
+        const t = Array.isArray(target) ? target[0] : target;
+        return auth.impersonate(p, (t ?? '').trim());
+      };
+      return as();
     },
   };
 }

@@ -26,8 +26,34 @@ export type ParsedQuery = Readonly<Record<string, string | readonly string[] | u
 export function queryGrid(search: string): HGrid {
   const q = search.startsWith('?') ? search.slice(1) : search;
   // querystring decodes form-style (`+` is a space) and leaves a malformed `%` escape as the
-  // literal text instead of throwing.
-  return queryGridOf(parse(q));
+  // literal text instead of throwing. Without escapes there is nothing to decode, and splitting
+  // by hand gives the same result in a quarter of the time (querystring was 3.6 % of a read by id).
+  return queryGridOf(q.includes('%') || q.includes('+') ? parse(q) : splitQuery(q));
+}
+
+/** node:querystring's `parse` for a query without `%` escapes or `+` (tested to agree with it). */
+export function splitQuery(q: string): ParsedQuery {
+  const out: Record<string, string | string[]> = Object.create(null) as Record<string, string | string[]>;
+  if (q === '') return out;
+  let start = 0;
+  let keys = 0;
+  while (start <= q.length && keys < 1000) {
+    let end = q.indexOf('&', start);
+    if (end < 0) end = q.length;
+    if (end > start) {
+      const pair = q.slice(start, end);
+      const eq = pair.indexOf('=');
+      const key = eq < 0 ? pair : pair.slice(0, eq);
+      const val = eq < 0 ? '' : pair.slice(eq + 1);
+      const had = out[key];
+      if (had === undefined) out[key] = val;
+      else if (typeof had === 'string') out[key] = [had, val];
+      else had.push(val);
+      keys++;
+    }
+    start = end + 1;
+  }
+  return out;
 }
 
 /** The request grid from an already parsed query (polka parses every request's query once). */

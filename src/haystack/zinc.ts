@@ -616,5 +616,8 @@ export function readZinc(text: string): HGrid {
  * `"today"`, `72.5kW`, `2024-03-10`, `[1,2]`. Surrounding whitespace is allowed, nothing else.
  */
 export function readZincVal(text: string): HVal {
+  // A bare Ref (`id=@abc` in a query, the commonest value read alone) without the tokenizer.
+  if (text.charCodeAt(0) === 64 && BARE_REF.test(text)) return new HRef(text.slice(1));
   return new ZincReader(text).single();
 }
+const BARE_REF = /^@[A-Za-z0-9_:\-.~]+$/;

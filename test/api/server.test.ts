@@ -75,7 +75,8 @@ t.test('content negotiation follows the whole Accept header', async (t) => {
     ['*/*;q=0', null],
     ['text/plain; charset=iso-8859-1', null],
   ];
-  for (const [accept, type] of cases) {
+  // Twice each: the second answer comes from the server's negotiation cache.
+  for (const [accept, type] of [...cases, ...cases]) {
     const a = await request(s.base, '/api/echo?x=1', accept === undefined ? {} : { headers: { accept } });
     if (type === null) {
       t.equal(a.status, 406, `${accept} -> 406`);
@@ -313,6 +314,10 @@ t.test('unknown op 404, wrong method 405 with Allow, HEAD', async (t) => {
     t.equal(a.status, 405, `${method} -> 405`);
     t.equal(a.headers.get('allow'), 'GET, HEAD, POST');
   }
+  // An op name with escapes is decoded (and found through polka rather than the direct path).
+  const escaped = await request(s.base, '/api/ech%6F?a=1');
+  t.equal(escaped.status, 200, 'an escaped op name is decoded');
+  t.same(escaped.grid?.first()?.get('a'), HNumber.of(1));
   const head = await request(s.base, '/api/echo?a=1', { method: 'HEAD' });
   t.equal(head.status, 200);
   t.equal(head.text, '', 'HEAD has no body');
@@ -419,6 +424,13 @@ t.test('the server survives malformed and abandoned requests', async (t) => {
     });
   });
   t.ok(await until(() => s.logs.some((l) => l.msg === 'request' && l.aborted === true)), 'the abandoned request is logged as aborted');
+
+  // Requests without a body keep the connection open: three on one socket, all answered.
+  const three = await raw(
+    'GET /api/echo?a=1 HTTP/1.1\r\nHost: x\r\n\r\n' + 'GET /api/ech%6F?a=2 HTTP/1.1\r\nHost: x\r\n\r\n' + 'GET /api/echo?a=3 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+  );
+  t.equal(three.match(/HTTP\/1\.1 200 /g)?.length, 3, 'three answers on one connection');
+  t.equal(three.match(/^Connection: keep-alive/gim)?.length, 2, 'kept alive until asked to close');
   t.equal((await getGrid(s.base, 'echo', { a: HNumber.of(1) })).status, 200, 'still serving');
 });
 

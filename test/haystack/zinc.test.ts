@@ -161,6 +161,17 @@ void t.test('readZincVal accepts the other spellings', (t) => {
   t.end();
 });
 
+void t.test('a Ref read alone (the fast path) reads as the tokenizer reads it', (t) => {
+  // The fast path takes only the first two; the others go through the tokenizer.
+  for (const text of ['@abc', '@a-b.c:d~e_f', ' @abc ', '@abc\n', '@abc "Dis"']) {
+    t.equal(zincVal(readZincVal(text)), zincVal(readZincVal(`[${text.trim()}]`)).slice(1, -1), JSON.stringify(text));
+  }
+  t.same(readZincVal('@p:1'), new HRef('p:1'));
+  t.equal((readZincVal('@abc "Dis"') as HRef).dis, 'Dis');
+  for (const bad of ['@', '@a b', '@a,b', '@a@b']) t.throws(() => readZincVal(bad), { code: 'HL_BAD_ZINC' }, JSON.stringify(bad));
+  t.end();
+});
+
 void t.test('INF and NaN lose their unit in Zinc, which has no syntax for it', (t) => {
   t.equal(zincVal(n(Infinity, 'kW')), 'INF');
   t.equal(zincVal(n(-Infinity, '°F')), '-INF');
