@@ -10,6 +10,17 @@ import { tempDir } from '../helpers/tmp.js';
 
 const REPO = new URL('../..', import.meta.url).pathname;
 const INSTALL = path.join(REPO, 'scripts/install.sh');
+const PKG = JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string>; hayloft: { nodeFlags: string[] } };
+const NODE_FLAGS = PKG.hayloft.nodeFlags;
+
+t.test('the daemon runs with the same Node flags however it is started', async (t) => {
+  t.ok(NODE_FLAGS.length > 0, 'package.json hayloft.nodeFlags');
+  for (const flag of NODE_FLAGS) {
+    t.match(PKG.scripts.start, ` ${flag} `, `npm start passes ${flag}`);
+    t.equal(spawnSync(process.execPath, [flag, '-e', '0']).status, 0, `${flag} is a flag this Node accepts`);
+  }
+  t.match(readFileSync(path.join(REPO, 'scripts/bench.mjs'), 'utf8'), /nodeFlags/, 'benchmarks run with them');
+});
 
 /** A built release without the build: package.json, the unit and a stub dist/cli.js. */
 function release(dir: string, version: string): string {
@@ -40,7 +51,11 @@ t.test('install.sh into a temporary root, then an upgrade', async (t) => {
   t.ok(existsSync(path.join(prefix, 'releases/1.2.3/dist/cli.js')));
   t.ok(existsSync(path.join(prefix, 'releases/1.2.3/systemd/hayloft.service')));
   const bin = readFileSync(path.join(prefix, 'bin/hayloft'), 'utf8');
-  t.match(bin, `exec "${process.execPath}" "/opt/hayloft/current/dist/cli.js" "$@"`, 'the command runs the current release with the chosen node');
+  t.match(
+    bin,
+    `exec "${process.execPath}" ${NODE_FLAGS.join(' ')} "/opt/hayloft/current/dist/cli.js" "$@"`,
+    'the command runs the current release with the chosen node and the daemon\'s Node flags',
+  );
   t.equal(statSync(path.join(prefix, 'bin/hayloft')).mode & 0o777, 0o755);
   t.equal(readlinkSync(path.join(root, 'usr/local/bin/hayloft')), '/opt/hayloft/bin/hayloft');
   // The wrapper's paths are the device's; run it with the temp root's release to see it works.
@@ -101,6 +116,15 @@ t.test('install.sh refuses what it cannot install', async (t) => {
   t.match(install(['--root', root, '--prefix', 'relative', '--from', release(dir, '1.0.0'), '--no-deps']).out, /--prefix must be an absolute path/);
   t.match(install(['--root', root, '--frobnicate']).out, /unknown option --frobnicate/);
   t.match(install(['--root', path.join(dir, 'nope'), '--from', release(dir, '1.0.0')]).out, /--root folder does not exist/);
+  // Flags from package.json go into a shell script: anything but a plain flag is refused.
+  for (const flag of ['max-semi-space-size=4', '--x;rm -rf /', '--a=$(id)']) {
+    const rel = release(dir, '1.0.1');
+    const pkg = JSON.parse(readFileSync(path.join(rel, 'package.json'), 'utf8')) as Record<string, unknown>;
+    writeFileSync(path.join(rel, 'package.json'), JSON.stringify({ ...pkg, hayloft: { nodeFlags: [flag] } }));
+    const bad = install(['--root', root, '--from', rel, '--no-deps', '--node', process.execPath]);
+    t.equal(bad.status, 1, `refused: ${flag}`);
+    t.match(bad.out, /hayloft\.nodeFlags/);
+  }
 });
 
 const analyze = spawnSync('systemd-analyze', ['--version'], { encoding: 'utf8' });
