@@ -86,6 +86,11 @@ export interface CommitGuard {
   create?(rec: HDict): void;
   update?(old: HDict, rec: HDict): void;
   delete?(rec: HDict): void;
+  /**
+   * Whether the caller may read a record: a refusal names only those (a delete refused for its
+   * referrers counts the others without naming them). Absent: every record may be named.
+   */
+  visible?(rec: HDict): boolean;
 }
 
 function invalid(message: string): HayloftError {
@@ -539,9 +544,12 @@ export class Model {
       }
       const blocked: string[] = [];
       for (const id of tx.dels) {
-        const by = [...(this.referrers.get(id) ?? [])].filter((r) => !tx.dels.has(r));
-        if (by.length === 0) continue;
+        const all = [...(this.referrers.get(id) ?? [])].filter((r) => !tx.dels.has(r));
+        if (all.length === 0) continue;
         const rec = this.byId.get(id);
+        const visible = guard.visible;
+        const by = visible === undefined ? all : all.filter((r) => visible(this.view(r) as HDict));
+        const hidden = all.length - by.length;
         const via = by.slice(0, 10).map((r) => {
           const src = this.byId.get(r) as HDict;
           const tags = refsOf(src)
@@ -549,7 +557,9 @@ export class Model {
             .map((x) => x.tag);
           return `${label(src, r)} via ${[...new Set(tags)].join(', ')}`;
         });
-        blocked.push(`${label(rec, id)} is referenced by ${via.join('; ')}${by.length > 10 ? ` and ${by.length - 10} more` : ''}`);
+        if (by.length > 10) via.push(`${by.length - 10} more`);
+        if (hidden > 0) via.push(`${hidden} record${hidden === 1 ? '' : 's'} you cannot read`);
+        blocked.push(`${label(rec, id)} is referenced by ${via.join('; ')}`);
       }
       if (blocked.length > 0) {
         throw new HayloftError(ErrorCodes.REFERENCED, `cannot delete: ${blocked.join('. ')}. Delete or update the referrers first.`);

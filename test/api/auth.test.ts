@@ -511,6 +511,20 @@ t.test('permissions: each one allowed and denied, through roles and action polic
     const byFilter = ok(t, await equip.post('deleteRec', { filter: 'name=="tmp2" or name=="tmp3"' }), 'scoped, by filter: only what it may read');
     t.same(byFilter.rows.map((x) => x.get('name')), ['tmp3']);
     t.equal((await editor.find('name=="tmp2"')).length, 1, 'the site was not matched');
+    // A refusal for referrers names only those the caller may read.
+    ok(t, await editor.post('createRec', [{ id: HRef.of('tmp4'), equip: MARKER, name: 'tmp4' }]), 'setup: an equip');
+    ok(
+      t,
+      await editor.post('createRec', [
+        { id: HRef.of('tmp5'), equip: MARKER, name: 'tmp5', equipRef: HRef.of('tmp4') },
+        { id: HRef.of('secret-pt'), point: MARKER, name: 'secret-pt', equipRef: HRef.of('tmp4') },
+      ]),
+      'setup: an equip and a point referencing it',
+    );
+    const refused = await equip.post('deleteRec', { id: HRef.of('tmp4') });
+    failed(t, refused, 400, ErrorCodes.REFERENCED, /tmp5.*; 1 record you cannot read/, 'scoped: referenced');
+    t.notMatch(refused.text, /secret-pt/, 'the point it may not read is not named');
+    failed(t, await editor.post('deleteRec', { id: HRef.of('tmp4') }), 400, ErrorCodes.REFERENCED, /secret-pt/, 'an editor of everything sees every referrer');
   });
 
   t.test('USER_ADMIN for user, role and actionPolicy records', async (t) => {

@@ -25,6 +25,7 @@ function guardOf(req: OpRequest): CommitGuard {
     return id instanceof HRef ? `@${id.id}` : 'a record';
   };
   return {
+    visible: (rec) => can(req, 'MODEL_READ', rec),
     create(rec) {
       demand(req, 'MODEL_CREATE', rec, `creating ${label(rec)}`);
       admin(rec);
