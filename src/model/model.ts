@@ -90,7 +90,7 @@ export interface CommitGuard {
    * Whether the caller may read a record: a refusal names only those (a delete refused for its
    * referrers counts the others without naming them). Absent: every record may be named.
    */
-  visible?(rec: HDict): boolean;
+  readonly visible?: (rec: HDict) => boolean;
 }
 
 function invalid(message: string): HayloftError {

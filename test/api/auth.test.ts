@@ -252,6 +252,7 @@ t.test('tampered, foreign, missing and malformed credentials on data ops', async
     ['garbage', bearer('garbage'), /invalid access token/],
     ['no Authorization', {}, /authentication required: send Authorization: Bearer/],
     ['Bearer without a token', { authorization: 'Bearer' }, /must be "Bearer <access token>"/],
+    ['Bearer and a space', { authorization: 'Bearer ' }, /must be "Bearer <access token>"/],
     ['Bearer with two words', { authorization: `Bearer ${s.access} extra` }, /must be "Bearer <access token>"/],
     ['Basic instead of Bearer', { authorization: basic(ADMIN.username, ADMIN.password) }, /must be "Bearer <access token>"/],
     ['the token without a scheme', { authorization: s.access }, /must be "Bearer <access token>"/],
@@ -262,6 +263,7 @@ t.test('tampered, foreign, missing and malformed credentials on data ops', async
   }
   ok(t, await as(r, s.access).get('about'), 'the real token still works');
   t.equal((await request(r.base, '/api/read?filter=site', { headers: { authorization: `bearer ${s.access}` } })).status, 200, 'the scheme is case-insensitive');
+  t.equal((await request(r.base, '/api/read?filter=site', { headers: { authorization: `Bearer \t ${s.access}` } })).status, 200, 'any white space after the scheme');
   // The refresh token of one server means nothing to another.
   oauthFailed(t, await tokenRequest(second.base, { grant_type: 'refresh_token', refresh_token: s.refresh }), 400, 'invalid_grant', undefined, 'a refresh token at another server');
   t.notOk(r.logs.some((l) => /"level":50/.test(l)), 'no unexpected error logged');
