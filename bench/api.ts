@@ -126,7 +126,7 @@ async function hayloft(points: number): Promise<{ base: string; token: string; p
 ensureWrk();
 const b = await bare();
 const lines: string[] = [
-  `Run: \`npm run bench -- api\` on ${machineLine()}; wrk 1 thread, ${CONNECTIONS} connections, ${SECONDS} s per case, ${ROUNDS} interleaved rounds, medians; the server and wrk share the machine's 2 cores. Every Hayloft request carries a bearer token (verified, cached, session checked) and answers JSON.`,
+  `Run: \`npm run bench -- api\` on ${machineLine()}; wrk 1 thread, ${CONNECTIONS} connections, ${SECONDS} s per case, ${ROUNDS} interleaved rounds (each starting at another case, 1 s between cases), medians; Node flags: ${process.execArgv.join(' ') || 'none'}; the server and wrk share the machine's 2 cores. Every Hayloft request carries a bearer token (verified, cached, session checked) and answers JSON.`,
   '',
   '| points | case | req/s (median) | vs bare node:http | goal |',
   '|---:|---|---:|---:|---|',
@@ -143,8 +143,16 @@ for (const points of [1000, 10_000]) {
   const got: Record<string, number[]> = {};
   // One short pass first, discarded: JIT warm-up and first-use caches (views, row texts, tokens).
   for (const url of [`${h.base}/api/read?id=@${h.pointId}`, `${h.base}/api/read?filter=${encodeURIComponent('point and his')}`]) await wrk(url, auth, 2);
+  // Each round starts at another case (every case follows every other equally often) and each
+  // case starts after a pause: a case must not pay for the garbage its predecessor left (a
+  // 1,000-row read leaves hundreds of MB a second for the collector to finish).
+  const entries = Object.entries(cases);
   for (let r = 0; r < ROUNDS; r++) {
-    for (const [name, f] of Object.entries(cases)) (got[name] ??= []).push(await f());
+    for (let i = 0; i < entries.length; i++) {
+      const [name, f] = entries[(r + i) % entries.length] as [string, () => Promise<number>];
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      (got[name] ??= []).push(await f());
+    }
   }
   const baseRate = median(got['bare node:http (baseline)'] as number[]);
   for (const [name, xs] of Object.entries(got)) {
