@@ -13,7 +13,7 @@ import polka, { type IError, type NextHandler, type Request } from 'polka';
 import { HisGrid } from '../haystack/his-grid.js';
 import { HGrid } from '../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
-import type { AuthService } from '../auth/auth.js';
+import type { AuthService, Principal } from '../auth/auth.js';
 import type { Logger } from '../lib/log.js';
 import type { Metrics } from '../lib/metrics.js';
 import { authHttp } from './auth-http.js';
@@ -214,8 +214,13 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     return (codec.read as (t: string) => HGrid)(text);
   }
 
-  /** `name` is the path's segment after /api/, decoded; `search` the query string, `?` included. */
-  async function handleOp(req: IncomingMessage, res: ServerResponse, name: string, search: string): Promise<void> {
+  /**
+   * `name` is the path's segment after /api/, decoded; `search` the query string, `?` included.
+   * Runs without a promise as far as it can: a GET with a known token and a synchronous op (a read,
+   * most requests) is answered in the tick that read it. What must wait (a new token, a body, an
+   * asynchronous op) goes on in opAfterWait and runOp.
+   */
+  function handleOp(req: IncomingMessage, res: ServerResponse, name: string, search: string): void {
     const x = exchangeOf(res);
     x.op = 'unknown';
     try {
@@ -230,21 +235,58 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
         throw new HayloftError(ErrorCodes.METHOD_NOT_ALLOWED, `${op.name} does not accept ${req.method}: use ${op.methods.join(' or ')}`);
       }
       x.codec = responseCodec(req.headers.accept, negotiated);
-      // Awaited only when a promise: a read of a known token and a cached record runs to its
-      // answer without a microtask.
-      const pr = authH === null ? null : authH.principal(req);
-      const principal = pr instanceof Promise ? await pr : pr;
-      if (principal !== null && op.permission !== undefined && !principal.grants.has(op.permission)) {
-        throw new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: ${op.name} needs ${op.permission}`);
+      const principal = authH === null ? null : authH.principal(req);
+      if (principal instanceof Promise || method !== 'GET') {
+        void opAfterWait(req, res, op, method, search, principal);
+        return;
       }
-      const grid = method === 'GET' ? queryGrid(search) : await bodyGrid(req);
-      const ran = op.run({ op: op.name, method, grid, ctx, principal });
-      const result = ran instanceof Promise ? await ran : ran;
-      if (result instanceof HisGrid && x.codec.chunks !== undefined) await sendChunks(req, res, x.codec, x.codec.chunks(result));
-      else send(req, res, 200, x.codec, result);
+      permit(op, principal);
+      void runOp(req, res, op, method, principal, queryGrid(search));
     } catch (e) {
       sendError(req, res, e);
     }
+  }
+
+  async function opAfterWait(
+    req: IncomingMessage,
+    res: ServerResponse,
+    op: Op,
+    method: HttpMethod,
+    search: string,
+    pending: Principal | null | Promise<Principal>,
+  ): Promise<void> {
+    try {
+      const principal = await pending;
+      // Before reading a body: no point receiving what the caller may not send.
+      permit(op, principal);
+      const grid = method === 'GET' ? queryGrid(search) : await bodyGrid(req);
+      await runOp(req, res, op, method, principal, grid);
+    } catch (e) {
+      sendError(req, res, e);
+    }
+  }
+
+  function permit(op: Op, principal: Principal | null): void {
+    if (principal !== null && op.permission !== undefined && !principal.grants.has(op.permission)) {
+      throw new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: ${op.name} needs ${op.permission}`);
+    }
+  }
+
+  /**
+   * Runs the op and sends its answer. Throws what a synchronous op throws; returns a promise only
+   * when the op or the sending is asynchronous, and that promise sends its errors and never rejects.
+   */
+  function runOp(req: IncomingMessage, res: ServerResponse, op: Op, method: HttpMethod, principal: Principal | null, grid: HGrid): Promise<void> | undefined {
+    const ran = op.run({ op: op.name, method, grid, ctx, principal });
+    if (ran instanceof Promise) return ran.then((result) => deliver(req, res, result)).catch((e: unknown) => sendError(req, res, e));
+    return deliver(req, res, ran);
+  }
+
+  function deliver(req: IncomingMessage, res: ServerResponse, result: HGrid): Promise<void> | undefined {
+    const codec = exchangeOf(res).codec;
+    if (result instanceof HisGrid && codec.chunks !== undefined) return sendChunks(req, res, codec, codec.chunks(result));
+    send(req, res, 200, codec, result);
+    return undefined;
   }
 
   async function handleHealth(req: Request, res: ServerResponse): Promise<void> {
@@ -402,7 +444,7 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     track(req, res);
     const direct = directOp(req.url ?? '');
-    if (direct !== undefined) void handleOp(req, res, direct.name, direct.search);
+    if (direct !== undefined) handleOp(req, res, direct.name, direct.search);
     // polka creates its own `next` when given none.
     else void app.handler(req as Request, res, undefined as unknown as NextHandler);
   });
