@@ -1,5 +1,6 @@
 /**
- * The HTTP server: polka routing `/api/:op` to the Op objects it is given. Everything HTTP lives
+ * The HTTP server: `/api/<op>` to the Op objects it is given (plain op URLs directly, everything
+ * else through polka's routes: token, health, metrics, backup, escaped names). Everything HTTP lives
  * here and in its helpers (negotiate, body, query, http-errors): ops receive a grid and return
  * one. The request flow: find the op (404), check the method (405 with Allow), pick the answer's
  * format from Accept (406), build the request grid from the query (GET) or the body by
