@@ -362,18 +362,6 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     },
   });
 
-  // Label children cached per op and status: looking them up by label object on every request
-  // (prom-client hashes the labels each time) was a visible share of a small read.
-  // Per op, then per status (no key string built per request).
-  const children = new Map<string, { latency: { observe(v: number): void }; byStatus: Map<number, { inc(): void }> }>();
-  function record(metrics: Metrics, op: string, status: number, seconds: number): void {
-    let o = children.get(op);
-    if (o === undefined) children.set(op, (o = { latency: metrics.latency.labels({ op }), byStatus: new Map() }));
-    let c = o.byStatus.get(status);
-    if (c === undefined) o.byStatus.set(status, (c = metrics.requests.labels({ op, status: String(status) })));
-    c.inc();
-    o.latency.observe(seconds);
-  }
 
   /**
    * Every request, before routing: counted in flight, and when its response is done (or cut off)
@@ -392,7 +380,7 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     const x = exchangeOfRequest(req);
     const debug = log.isLevelEnabled('debug');
     inFlight.delete(this);
-    if (opts.metrics !== undefined) record(opts.metrics, x.op, this.statusCode, (performance.now() - x.started) / 1000);
+    opts.metrics?.request(x.op, this.statusCode, (performance.now() - x.started) / 1000);
     if (debug) log.debug(
       {
         reqId: x.id,
