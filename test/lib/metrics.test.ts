@@ -24,5 +24,5 @@ t.test('requests and latency per op, read at scrape time in the Prometheus shape
   // Scrapes do not reset or double anything.
   t.equal(await m.text(), text);
   const json = await m.registry.getMetricsAsJSON();
-  t.ok(json.some((x) => x.name === 'hayloft_http_request_duration_seconds' && x.type === 'histogram'), 'also as JSON');
+  t.ok(json.some((x) => x.name === 'hayloft_http_request_duration_seconds' && String(x.type) === 'histogram'), 'also as JSON');
 });
