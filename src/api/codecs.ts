@@ -4,7 +4,7 @@
  * a format added here is accepted, answered and advertised together.
  */
 import { writeCsv } from '../haystack/csv.js';
-import { readJsonGrid, writeJsonChunks, writeJsonGrid } from '../haystack/json.js';
+import { readJsonGrid, writeJsonBytes, writeJsonChunks, writeJsonGrid } from '../haystack/json.js';
 import type { HGrid } from '../haystack/values.js';
 import { readZinc, writeZinc, writeZincChunks } from '../haystack/zinc.js';
 
@@ -15,6 +15,8 @@ export interface Codec {
   readonly contentType: string;
   readonly read?: (text: string) => HGrid;
   readonly write?: (grid: HGrid) => string;
+  /** `write` as UTF-8 bytes, where the format can keep them for grids answered again. */
+  readonly bytes?: (grid: HGrid) => Buffer;
   /** The text in pieces, for grids worth streaming (history); concatenated they equal `write`. */
   readonly chunks?: (grid: HGrid) => Iterable<string>;
   /** Whether the format carries grid meta, so an error grid (meta `err`, `dis`) survives it. */
@@ -29,6 +31,7 @@ export const JSON_CODEC: Codec = {
   contentType: 'application/json',
   read: readJsonGrid,
   write: writeJsonGrid,
+  bytes: writeJsonBytes,
   chunks: writeJsonChunks,
   carriesMeta: true,
   listed: true,
@@ -45,6 +48,7 @@ export const CODECS: readonly Codec[] = [
     contentType: 'application/vnd.haystack+json',
     read: readJsonGrid,
     write: writeJsonGrid,
+    bytes: writeJsonBytes,
     chunks: writeJsonChunks,
     carriesMeta: true,
     listed: false,

@@ -128,10 +128,11 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
   function send(req: IncomingMessage, res: ServerResponse, status: number, codec: Codec, grid: HGrid): void {
     if (res.headersSent || res.destroyed) return;
     const write = codec.write ?? JSON_CODEC.write;
-    // Encoded here, once: given a string, Node would join it to the header text (a copy of both,
-    // in two bytes a character when the body has any non-Latin-1 character such as the °
-    // of °C) before encoding that; a Buffer goes out beside the header as it is.
-    const body = Buffer.from((write as (g: HGrid) => string)(grid), 'utf8');
+    // Bytes, not text: given a string, Node would join it to the header text (a copy of both, in
+    // two bytes a character when the body has any non-Latin-1 character such as the ° of °C)
+    // before encoding that; a Buffer goes out beside the header as it is. JSON keeps the bytes
+    // of small answers, so a one-record read answered again is not encoded again.
+    const body = codec.bytes !== undefined ? codec.bytes(grid) : Buffer.from((write as (g: HGrid) => string)(grid), 'utf8');
     // One writeHead with every header: cheaper than a setHeader each on the hot path.
     const headers: Record<string, string | number> = {
       'Content-Type': codec.contentType,

@@ -482,6 +482,28 @@ export function writeJsonGrid(g: HGrid): string {
   return writeGridText(g);
 }
 
+/**
+ * The UTF-8 bytes of writeJsonGrid, as an answer goes out. Those of small row-built grids are
+ * kept (a one-record read is answered from them while the record is unchanged, with no encoding);
+ * in their own allocation, never a slice of Buffer's shared pool, which a kept slice would pin.
+ * The HTTP path keeps bytes, not text: half the memory of text holding any non-Latin-1 character.
+ */
+const gridBytes = new WeakMap<HGrid, Buffer>();
+
+export function writeJsonBytes(g: HGrid): Buffer {
+  if (!(g instanceof HisGrid) && g.rowsWithinCols && g.size <= 4) {
+    let bytes = gridBytes.get(g);
+    if (bytes === undefined) {
+      const text = writeGridText(g);
+      bytes = Buffer.allocUnsafeSlow(Buffer.byteLength(text));
+      bytes.write(text, 'utf8');
+      gridBytes.set(g, bytes);
+    }
+    return bytes;
+  }
+  return Buffer.from(writeJsonGrid(g), 'utf8');
+}
+
 function writeGridText(g: HGrid): string {
   const { head, names, keys } = jsonHeadParts(g);
   const rows = g.rows;

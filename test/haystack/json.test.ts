@@ -1,6 +1,6 @@
 import t from 'tap';
 import { parseDateTime } from '../../src/haystack/datetime.js';
-import { decodeGrid, decodeVal, encodeVal, readJsonGrid, writeJsonGrid, writeJsonVal } from '../../src/haystack/json.js';
+import { decodeGrid, decodeVal, encodeVal, readJsonGrid, writeJsonBytes, writeJsonGrid, writeJsonVal } from '../../src/haystack/json.js';
 import {
   HBin,
   HCoord,
@@ -225,4 +225,18 @@ t.test('history-shaped grids decode as columns, equal to the general decode', as
   t.match(err.message, /^rows\[3\]\.val: "n:abc" is not a Number/);
   const err2 = t.throws(() => readJsonGrid(grid(rows(['n:1']) + ',{"ts":"t:2024-11-03T02:30:00-04:00 New_York","val":"n:2"}'))) as Error;
   t.match(err2.message, /rows\[1\]\.ts: .*New_York is at -05:00/);
+});
+
+void t.test('writeJsonBytes: the UTF-8 of writeJsonGrid, kept for small row-built grids in their own memory', (t) => {
+  const rec = HDict.of({ id: HRef.of('p1'), dis: 'Température', curVal: HNumber.of(21.5, '°C'), point: MARKER });
+  const small = HGrid.fromRows([rec], HDict.EMPTY, ['id']);
+  const bytes = writeJsonBytes(small);
+  t.equal(bytes.toString('utf8'), writeJsonGrid(small), 'the same text');
+  t.equal(bytes.length, Buffer.byteLength(writeJsonGrid(small)), 'encoded as UTF-8');
+  t.equal(writeJsonBytes(small), bytes, 'the same bytes for the same grid');
+  t.equal(bytes.buffer.byteLength, bytes.length, 'not a slice of the shared pool');
+  const big = HGrid.fromRows(Array.from({ length: 10 }, (_, i) => HDict.of({ id: HRef.of(`p${i}`), dis: `°${i}` })));
+  t.equal(writeJsonBytes(big).toString('utf8'), writeJsonGrid(big), 'larger grids are encoded each time');
+  t.not(writeJsonBytes(big), writeJsonBytes(big));
+  t.end();
 });
