@@ -491,7 +491,6 @@ export class AuthService {
     return { userId, username: String(user.get('username') ?? ''), user, grants: this.grantsOf(userId, user), sid };
   }
 
-  /** The principal of a bearer token; HL_UNAUTHORIZED when missing, invalid, expired or revoked. */
   /**
    * The principal of a token already verified and still valid (unexpired, session alive, users
    * unchanged since), without a promise: the common case of every request. `undefined` means
@@ -507,6 +506,7 @@ export class AuthService {
     return t.principal;
   }
 
+  /** The principal of a bearer token; HL_UNAUTHORIZED when missing, invalid, expired or revoked. */
   async authenticate(token: string): Promise<Principal> {
     const t = await this.verify(token);
     if (!this.sessions.has(t.sid)) throw unauthorized('the access token was revoked; log in again');
