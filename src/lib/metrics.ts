@@ -4,7 +4,8 @@
  * nothing native. Each App owns one Metrics with its own Registry (never prom-client's global
  * one: no module-level singletons, and tests run several apps in one process).
  *
- * Counters kept on the hot path are cheap label lookups; values that already exist elsewhere
+ * HTTP request counts and latency are plain numbers on the hot path (Metrics.request), given to
+ * prom-client at scrape time; values that already exist elsewhere
  * (points by status, samples written, bytes on disk) are read at scrape time by collectors
  * instead of being tracked twice.
  */
