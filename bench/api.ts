@@ -22,15 +22,10 @@ import { findTimeZone } from '../src/haystack/tz.js';
 import type { HRef} from '../src/haystack/values.js';
 import { HDict, HNumber, MARKER } from '../src/haystack/values.js';
 import { silentLogger } from '../src/lib/log.js';
-import { fmtRate, machineLine, median, recordSection } from './harness.js';
+import { fmtRate, hasFlag, machineLine, median, numberArg, recordSection } from './harness.js';
 
-const args = process.argv.slice(2);
-const arg = (name: string, def: number): number => {
-  const i = args.indexOf(name);
-  return i >= 0 ? Number(args[i + 1]) : def;
-};
-const ROUNDS = arg('--rounds', 5);
-const SECONDS = arg('--seconds', 5);
+const ROUNDS = numberArg('--rounds', 5);
+const SECONDS = numberArg('--seconds', 5);
 const CONNECTIONS = 4;
 
 function ensureWrk(): void {
@@ -172,4 +167,4 @@ await b.close();
 lines.push('', 'The reference figures (92 and 991 reads/s, 23,600 req/s by id) are the Haystack reference Java server on this machine class, from the issue.');
 const table = lines.join('\n');
 console.log(table);
-if (!args.includes('--no-record')) recordSection('api', table);
+if (!hasFlag('--no-record')) recordSection('api', table);

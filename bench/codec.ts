@@ -9,11 +9,10 @@ import { readJsonGrid, writeJsonGrid } from '../src/haystack/json.js';
 import { timeZone } from '../src/haystack/tz.js';
 import { readZinc, writeZinc } from '../src/haystack/zinc.js';
 import { HDict, HGrid, HNumber, HRef, HDateTime } from '../src/haystack/values.js';
-import { fmtRate, machineLine, measure, recordSection } from './harness.js';
+import { fmtRate, hasFlag, machineLine, measure, numberArg, recordSection } from './harness.js';
 
 const ROWS = 100_000;
-const args = process.argv.slice(2);
-const rounds = Number(args[args.indexOf('--rounds') + 1] ?? 0) || 9;
+const rounds = numberArg('--rounds', 9);
 
 function makeGrid(): HGrid {
   const tz = timeZone('New_York');
@@ -70,4 +69,4 @@ for (const [name, ms] of Object.entries(med)) {
 lines.push('', '"vs baseline" is the baseline time divided by the case time (decode against JSON.parse, encode against JSON.stringify): 1.00 means as fast as the bare call.');
 const table = lines.join('\n');
 console.log(table);
-if (!args.includes('--no-record')) recordSection('codec', table);
+if (!hasFlag('--no-record')) recordSection('codec', table);

@@ -56,3 +56,18 @@ export function recordSection(name: string, markdown: string, file = 'docs/perfo
   else doc = doc.trimEnd() + '\n\n' + block + '\n';
   writeFileSync(file, doc);
 }
+
+/** The number after `--name` on the command line, or `def` when the option is absent. */
+export function numberArg(name: string, def: number): number {
+  const args = process.argv.slice(2);
+  const i = args.indexOf(name);
+  if (i < 0) return def;
+  const n = Number(args[i + 1]);
+  if (!Number.isFinite(n)) throw new Error(`${name} needs a number`);
+  return n;
+}
+
+/** Whether `--name` is on the command line. */
+export function hasFlag(name: string): boolean {
+  return process.argv.slice(2).includes(name);
+}

@@ -16,14 +16,13 @@ import path from 'node:path';
 import { ClassicLevel } from 'classic-level';
 import { Store } from '../src/store/db.js';
 import { HistoryStore, type HisSample } from '../src/store/history.js';
-import { fmtRate, machineLine, median, recordSection } from './harness.js';
+import { fmtRate, hasFlag, machineLine, median, numberArg, recordSection } from './harness.js';
 
 const N = 525_600;
 const T0 = Date.UTC(2024, 0, 1);
 const MIN = 60_000;
-const args = process.argv.slice(2);
-const quick = args.includes('--quick');
-const rounds = Number(args[args.indexOf('--rounds') + 1] ?? 0) || (quick ? 3 : 7);
+const quick = hasFlag('--quick');
+const rounds = numberArg('--rounds', quick ? 3 : 7);
 
 // ---------------------------------------------------------------------------------------------
 // Data
@@ -340,4 +339,4 @@ lines.push(
 );
 const table = lines.join('\n');
 console.log(table);
-if (!args.includes('--no-record')) recordSection('his-store', table);
+if (!hasFlag('--no-record')) recordSection('his-store', table);

@@ -22,10 +22,9 @@ import { findTimeZone, timeZone } from '../src/haystack/tz.js';
 import type { HRef} from '../src/haystack/values.js';
 import { HDict, MARKER } from '../src/haystack/values.js';
 import { silentLogger } from '../src/lib/log.js';
-import { fmtRate, machineLine, median, recordSection } from './harness.js';
+import { fmtRate, hasFlag, machineLine, median, numberArg, recordSection } from './harness.js';
 
-const args = process.argv.slice(2);
-const ROUNDS = Number(args[args.indexOf('--rounds') + 1] ?? 0) || 5;
+const ROUNDS = numberArg('--rounds', 5);
 const BATCH = 100_000;
 const YEAR = 525_600;
 const T0 = Date.UTC(2024, 0, 1);
@@ -165,4 +164,4 @@ const lines = [
 ];
 const table = lines.join('\n');
 console.log(table);
-if (!args.includes('--no-record')) recordSection('his', table);
+if (!hasFlag('--no-record')) recordSection('his', table);

@@ -23,13 +23,9 @@ import { loadConfig } from '../src/config/index.js';
 import { findTimeZone } from '../src/haystack/tz.js';
 import { HDict, HNumber, HRef, HUri, MARKER } from '../src/haystack/values.js';
 import { silentLogger } from '../src/lib/log.js';
-import { machineLine, median, recordSection } from './harness.js';
+import { hasFlag, machineLine, median, numberArg, recordSection } from './harness.js';
 
 const args = process.argv.slice(2);
-const arg = (name: string, def: number): number => {
-  const i = args.indexOf(name);
-  return i >= 0 ? Number(args[i + 1]) : def;
-};
 
 // ---------------------------------------------------------------------------------------------
 // The devices (child process)
@@ -146,18 +142,18 @@ function benchConfig(dir: string): ReturnType<typeof loadConfig> {
 // The daemon (this process)
 
 async function main(): Promise<void> {
-  const DEVICES = arg('--devices', 100);
-  const POINTS = arg('--points', 100);
-  const WARMUP = arg('--warmup', 20);
-  const SECONDS = arg('--seconds', 120);
-  const record = !args.includes('--no-record');
+  const DEVICES = numberArg('--devices', 100);
+  const POINTS = numberArg('--points', 100);
+  const WARMUP = numberArg('--warmup', 20);
+  const SECONDS = numberArg('--seconds', 120);
+  const record = !hasFlag('--no-record');
 
   const sim = await startDevices(DEVICES, POINTS);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'hayloft-bench-poll-'));
   const config = benchConfig(dir);
   const mem = (what: string): void => {
     const m = process.memoryUsage();
-    if (args.includes('--mem')) console.log(`${what}: rss ${(m.rss / 2 ** 20).toFixed(0)} MB, heap ${(m.heapUsed / 2 ** 20).toFixed(0)} MB, external ${(m.external / 2 ** 20).toFixed(0)} MB`);
+    if (hasFlag('--mem')) console.log(`${what}: rss ${(m.rss / 2 ** 20).toFixed(0)} MB, heap ${(m.heapUsed / 2 ** 20).toFixed(0)} MB, external ${(m.external / 2 ** 20).toFixed(0)} MB`);
   };
   // The daemon as it runs on a device: started on a data folder that already holds the model,
   // seeded by a child process. (The first start hashes a password and a 10,000-row createRec
@@ -204,7 +200,7 @@ async function main(): Promise<void> {
     const w0 = performance.now();
     for (let s = 0; s < SECONDS; s++) {
       await new Promise((r) => setTimeout(r, 1000));
-      if (args.includes('--mem') && s % 15 === 14) {
+      if (hasFlag('--mem') && s % 15 === 14) {
         (globalThis as { gc?: () => void }).gc?.();
         mem(`${s + 1} s, after gc`);
       }

@@ -24,12 +24,12 @@ import { loadConfig } from '../src/config/index.js';
 import { findTimeZone } from '../src/haystack/tz.js';
 import { HDict, HRef, MARKER } from '../src/haystack/values.js';
 import { silentLogger } from '../src/lib/log.js';
-import { fmtRate, machineLine, median, recordSection } from './harness.js';
+import { fmtRate, hasFlag, machineLine, median, numberArg, recordSection } from './harness.js';
 
 const args = process.argv.slice(2);
 const batchArg = args.indexOf('--batch');
 const BATCHES = batchArg >= 0 ? (args[batchArg + 1] ?? '').split(',').map(Number) : [10_000, 20_000, 50_000, 200_000];
-const ROUNDS = Number(args[args.indexOf('--rounds') + 1] ?? 0) || 3;
+const ROUNDS = numberArg('--rounds', 3);
 const DEFAULT_BATCH = 50_000;
 const POINTS = 1000;
 const EQUIPS = 10;
@@ -240,7 +240,7 @@ async function main(): Promise<void> {
 | batchSamples | drain | samples/s | batches | first ack | edge RSS growth | goal < 60 s |
 |---:|---:|---:|---:|---:|---:|---|
 ${rows.join('\n')}`;
-    if (!args.includes('--no-record')) recordSection('uplink', md);
+    if (!hasFlag('--no-record')) recordSection('uplink', md);
     console.log(md);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -26,16 +26,11 @@ import { loadConfig } from '../src/config/index.js';
 import { findTimeZone } from '../src/haystack/tz.js';
 import { HDict, HNumber, type HRef, MARKER } from '../src/haystack/values.js';
 import { silentLogger } from '../src/lib/log.js';
-import { machineLine, median, recordSection } from './harness.js';
+import { hasFlag, machineLine, median, numberArg, recordSection } from './harness.js';
 
-const args = process.argv.slice(2);
-const arg = (name: string, def: number): number => {
-  const i = args.indexOf(name);
-  return i >= 0 ? Number(args[i + 1]) : def;
-};
-const ROUNDS = arg('--rounds', 3);
+const ROUNDS = numberArg('--rounds', 3);
 /** Per round: ROUNDS x SECONDS (30 s by default) of polling per scenario in all. */
-const SECONDS = arg('--seconds', 10);
+const SECONDS = numberArg('--seconds', 10);
 const POINTS = 10_000;
 const WATCHES = 10;
 const CHANGES_PER_SEC = 1000;
@@ -342,7 +337,7 @@ async function main(): Promise<void> {
   );
   const table = lines.join('\n');
   console.log(table);
-  if (!args.includes('--no-record')) recordSection('watch', table);
+  if (!hasFlag('--no-record')) recordSection('watch', table);
 }
 
 /** The bench user's id: the owner of the watches it opened over HTTP. */
