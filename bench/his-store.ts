@@ -17,6 +17,7 @@ import { ClassicLevel } from 'classic-level';
 import { Store } from '../src/store/db.js';
 import { HistoryStore, type HisSample } from '../src/store/history.js';
 import { fmtRate, hasFlag, machineLine, median, numberArg, recordSection } from './harness.js';
+import { prng } from '../test/helpers/prng.js';
 
 const N = 525_600;
 const T0 = Date.UTC(2024, 0, 1);
@@ -26,17 +27,6 @@ const rounds = numberArg('--rounds', quick ? 3 : 7);
 
 // ---------------------------------------------------------------------------------------------
 // Data
-
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * Zone temperature: seasonal and daily swings, a slow drift and white measurement noise

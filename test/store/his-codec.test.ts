@@ -15,17 +15,7 @@ import {
   type HisKind,
   type HisValue,
 } from '../../src/store/his-codec.js';
-
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { prng } from '../helpers/prng.js';
 
 function roundTrip(kind: HisKind, ts: number[], val: HisValue[]): { ok: boolean; bytes: Uint8Array; why?: string } {
   const bytes = encodeChunk(kind, ts, val, 0, ts.length);

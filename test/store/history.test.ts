@@ -7,6 +7,7 @@ import { CODEC_DECIMAL, CODEC_XOR, type HisKind, type HisValue } from '../../src
 import { HistoryStore, toSamples, type HisSample } from '../../src/store/history.js';
 import { tempDir } from '../helpers/tmp.js';
 import { CRASH_POINTS, crashExpected } from './fixtures/his-crash-data.js';
+import { prng } from '../helpers/prng.js';
 
 const MIN = 60_000;
 const T0 = Date.UTC(2024, 0, 1);
@@ -21,18 +22,6 @@ async function open(dir: string, chunkSize = 8): Promise<{ store: Store; his: Hi
 async function close(x: { store: Store; his: HistoryStore }): Promise<void> {
   await x.his.stop();
   await x.store.close();
-}
-
-/** A seeded PRNG (mulberry32) so a failing run reproduces. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Values as text that tells NaN, -0 and 0 apart, for exact comparisons. */
