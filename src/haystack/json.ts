@@ -468,13 +468,18 @@ function jsonHeadParts(g: HGrid): { head: string; names: string[]; keys: string[
   return { head, names, keys };
 }
 
-/** JSON text of a grid; meta always carries `ver: "2.0"` first. */
 /** Whole texts of small grids built from rows: immutable, so a grid answered again is free. */
 const gridText = new WeakMap<HGrid, string>();
 
+/** Small grids built from rows: immutable and often answered again, so their whole JSON is kept. */
+function keptWhole(g: HGrid): boolean {
+  return !(g instanceof HisGrid) && g.rowsWithinCols && g.size <= 4;
+}
+
+/** JSON text of a grid; meta always carries `ver: "2.0"` first. */
 export function writeJsonGrid(g: HGrid): string {
   if (g instanceof HisGrid) return [...writeJsonChunks(g)].join('');
-  if (g.rowsWithinCols && g.size <= 4) {
+  if (keptWhole(g)) {
     let text = gridText.get(g);
     if (text === undefined) gridText.set(g, (text = writeGridText(g)));
     return text;
@@ -491,7 +496,7 @@ export function writeJsonGrid(g: HGrid): string {
 const gridBytes = new WeakMap<HGrid, Buffer>();
 
 export function writeJsonBytes(g: HGrid): Buffer {
-  if (!(g instanceof HisGrid) && g.rowsWithinCols && g.size <= 4) {
+  if (keptWhole(g)) {
     let bytes = gridBytes.get(g);
     if (bytes === undefined) {
       const text = writeGridText(g);
