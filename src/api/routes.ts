@@ -1,0 +1,43 @@
+/**
+ * How route groups join the server. Each group lives in its own file under api/routes/ (or beside
+ * its capability: GraphQL, sockets) and registers itself: its HTTP routes, and, when it needs the
+ * node server itself (an `upgrade` listener for websockets), an `attach` hook. The server owns
+ * the mechanics every route shares (exchange, metrics, error grids, draining at close).
+ */
+import type http from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from '../lib/log.js';
+import type { AuthHttp } from './auth-http.js';
+import type { Responder } from './exchange.js';
+
+export type RouteMethod = 'GET' | 'POST' | 'PUT' | 'DELETE' | 'ALL';
+
+/**
+ * Handles one request. Throwing or rejecting is allowed: the server answers with an error grid
+ * (handlers that write their own error shapes catch first).
+ */
+export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
+
+/** What a route group is given to register with and answer through. */
+export interface RouteKit {
+  /**
+   * Adds a route (polka's path syntax). `name` labels its requests in the metrics (keep the
+   * set small: it is a Prometheus label); without one they count as `other`.
+   */
+  route: (method: RouteMethod, path: string, handler: RouteHandler, name?: string) => void;
+  respond: Responder;
+  log: Logger;
+  /** Bearer authentication and impersonation as the ops get it; null on a server without auth. */
+  auth: AuthHttp | null;
+  /** Largest request body accepted, in bytes. */
+  maxBodyBytes: number;
+}
+
+export interface RouteGroup {
+  /** Registers the group's routes; they win over `/api/<op>` for the same path. */
+  routes?(kit: RouteKit): void;
+  /** Given the node server once, before it listens (for an `upgrade` listener). */
+  attach?(server: http.Server, kit: RouteKit): void;
+  /** At close, before requests in flight are awaited: ends long-lived connections (sockets). */
+  close?(): Promise<void> | void;
+}

@@ -1,0 +1,155 @@
+/**
+ * The ops at `/api/<op>`: find the op (404), check the method (405 with Allow), pick the answer's
+ * format from Accept (406), authenticate and check the op's permission, build the request grid
+ * from the query (GET) or the body by Content-Type (415, 413), run the op, encode its grid.
+ *
+ * Ops are most requests, so a plain op URL is matched here without polka (`direct`): polka's
+ * general path (its URL parse, a match against every route, a promise per handler) was about a
+ * microsecond of a read by id's fifteen. Escaped names and unknown names go through polka's
+ * `/api/:op` route, registered last so every other group's routes win.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { HisGrid } from '../../haystack/his-grid.js';
+import { HGrid } from '../../haystack/values.js';
+import { ErrorCodes, HayloftError } from '../../lib/errors.js';
+import type { Principal } from '../../auth/auth.js';
+import { hasBody, readBodyText } from '../body.js';
+import type { Responder } from '../exchange.js';
+import { type NegotiationCache, requestCodec, responseCodec } from '../negotiate.js';
+import type { HttpMethod, Op, OpContext } from '../op.js';
+import { withOpList } from '../ops/ops.js';
+import { queryGrid } from '../query.js';
+import type { RouteGroup, RouteKit } from '../routes.js';
+
+function allowOf(op: Op): string {
+  // HEAD is answered wherever GET is, as HTTP expects of every GET resource.
+  return op.methods.flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', ');
+}
+
+export interface OpRoutes extends RouteGroup {
+  /** Op names by which `/api/<name>` is served. */
+  readonly names: ReadonlySet<string>;
+  /** Answers a plain `/api/<op>` URL of a known op and returns true; else false (for polka). */
+  direct(req: IncomingMessage, res: ServerResponse): boolean;
+}
+
+export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
+  const byName = new Map<string, Op>();
+  for (const op of ops) {
+    if (byName.has(op.name)) throw new HayloftError(ErrorCodes.INTERNAL, `two ops are named "${op.name}"`);
+    byName.set(op.name, op);
+  }
+  const ctx = withOpList(baseCtx, ops);
+  const negotiated: NegotiationCache = new Map();
+  // Set by routes(): the server registers every group before it serves a request.
+  let kit: RouteKit | undefined;
+  let respond: Responder;
+
+  async function bodyGrid(req: IncomingMessage): Promise<HGrid> {
+    // Check the type before reading: no point receiving a body that cannot be decoded.
+    const codec = requestCodec(req.headers['content-type']);
+    if (!hasBody(req)) return HGrid.empty();
+    const text = await readBodyText(req, (kit as RouteKit).maxBodyBytes);
+    if (text.trim() === '') return HGrid.empty();
+    return (codec.read as (t: string) => HGrid)(text);
+  }
+
+  /**
+   * `name` is the path's segment after /api/, decoded; `search` the query string, `?` included.
+   * Runs without a promise as far as it can: a GET with a known token and a synchronous op (a read,
+   * most requests) is answered in the tick that read it. What must wait (a new token, a body, an
+   * asynchronous op) goes on in opAfterWait and runOp.
+   */
+  function handleOp(req: IncomingMessage, res: ServerResponse, name: string, search: string): void {
+    const x = respond.exchangeOf(req);
+    x.op = 'unknown';
+    try {
+      const op = byName.get(name);
+      if (op !== undefined) x.op = op.name;
+      if (op === undefined) {
+        throw new HayloftError(ErrorCodes.UNKNOWN_OP, `there is no op "${name}": GET /api/ops lists them`);
+      }
+      const method = (req.method === 'HEAD' ? 'GET' : req.method) as HttpMethod;
+      if (!op.methods.includes(method)) {
+        res.setHeader('Allow', allowOf(op));
+        throw new HayloftError(ErrorCodes.METHOD_NOT_ALLOWED, `${op.name} does not accept ${req.method}: use ${op.methods.join(' or ')}`);
+      }
+      x.codec = responseCodec(req.headers.accept, negotiated);
+      const authH = (kit as RouteKit).auth;
+      const principal = authH === null ? null : authH.principal(req);
+      if (principal instanceof Promise || method !== 'GET') {
+        void opAfterWait(req, res, op, method, search, principal);
+        return;
+      }
+      permit(op, principal);
+      void runOp(req, res, op, method, principal, queryGrid(search));
+    } catch (e) {
+      respond.sendError(req, res, e);
+    }
+  }
+
+  async function opAfterWait(
+    req: IncomingMessage,
+    res: ServerResponse,
+    op: Op,
+    method: HttpMethod,
+    search: string,
+    pending: Principal | null | Promise<Principal>,
+  ): Promise<void> {
+    try {
+      const principal = await pending;
+      // Before reading a body: no point receiving what the caller may not send.
+      permit(op, principal);
+      const grid = method === 'GET' ? queryGrid(search) : await bodyGrid(req);
+      await runOp(req, res, op, method, principal, grid);
+    } catch (e) {
+      respond.sendError(req, res, e);
+    }
+  }
+
+  function permit(op: Op, principal: Principal | null): void {
+    if (principal !== null && op.permission !== undefined && !principal.grants.has(op.permission)) {
+      throw new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: ${op.name} needs ${op.permission}`);
+    }
+  }
+
+  /**
+   * Runs the op and sends its answer. Throws what a synchronous op throws; returns a promise only
+   * when the op or the sending is asynchronous, and that promise sends its errors and never rejects.
+   */
+  function runOp(req: IncomingMessage, res: ServerResponse, op: Op, method: HttpMethod, principal: Principal | null, grid: HGrid): Promise<void> | undefined {
+    const ran = op.run({ op: op.name, method, grid, ctx, principal });
+    if (ran instanceof Promise) return ran.then((result) => deliver(req, res, result)).catch((e: unknown) => respond.sendError(req, res, e));
+    return deliver(req, res, ran);
+  }
+
+  function deliver(req: IncomingMessage, res: ServerResponse, result: HGrid): Promise<void> | undefined {
+    const codec = respond.exchangeOf(req).codec;
+    if (result instanceof HisGrid && codec.chunks !== undefined) return respond.sendChunks(req, res, codec, codec.chunks(result));
+    respond.send(req, res, 200, codec, result);
+    return undefined;
+  }
+
+  return {
+    names: new Set(byName.keys()),
+    routes(k) {
+      kit = k;
+      respond = k.respond;
+      k.route('ALL', '/api/:op', (req, res) => {
+        const r = req as IncomingMessage & { params?: Record<string, string>; search?: string | null };
+        handleOp(req, res, r.params?.op ?? '', r.search ?? '');
+      });
+    },
+    direct(req, res) {
+      const url = req.url ?? '';
+      if (!url.startsWith('/api/')) return false;
+      const q = url.indexOf('?', 5);
+      const name = q < 0 ? url.slice(5) : url.slice(5, q);
+      if (!byName.has(name)) return false;
+      const search = q < 0 ? '' : url.slice(q);
+      if (search.includes('#')) return false;
+      handleOp(req, res, name, search);
+      return true;
+    },
+  };
+}
