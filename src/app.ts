@@ -14,7 +14,7 @@ import { Model } from './model/model.js';
 import { Store } from './store/db.js';
 import { RecordStore } from './store/records.js';
 import { WatchManager } from './watch/index.js';
-import { publishHisStats, refreshFromHistory } from './api/ops/his.js';
+import { PointState } from './model/point-state.js';
 import { HistoryStore } from './store/history.js';
 import type { HealthReport } from './api/server.js';
 import { Metrics } from './lib/metrics.js';
@@ -77,6 +77,8 @@ interface Parts {
   model: Model;
   auth: AuthService;
   history: HistoryStore;
+  points: PointState;
+  drivers: DriverRegistry;
   watches: WatchManager;
   server: ApiServer;
 }
@@ -87,8 +89,11 @@ export class App {
   readonly model: Model;
   readonly auth: AuthService;
   readonly history: HistoryStore;
+  /** The owner of points' live tags (cur*, his*, conn*, write*, sync*). */
+  readonly points: PointState;
   readonly watches: WatchManager;
   private readonly server: ApiServer;
+  private readonly drivers: DriverRegistry;
   private readonly log: Logger;
   private readonly unsubscribe: () => void;
   /** The port actually bound (differs from config.port when that is 0). */
@@ -101,7 +106,6 @@ export class App {
   uplink: Uplink | null = null;
   /** The poller while serving: reads devices into curVal/curStatus/curErr and collects history. */
   poller: Poller | null = null;
-  private drivers: DriverRegistry | null = null;
 
   private constructor(config: Config, log: Logger, parts: Parts) {
     this.config = config;
@@ -110,6 +114,8 @@ export class App {
     this.model = parts.model;
     this.auth = parts.auth;
     this.history = parts.history;
+    this.points = parts.points;
+    this.drivers = parts.drivers;
     this.watches = parts.watches;
     this.server = parts.server;
     // A deleted point takes its history with it.
@@ -128,6 +134,10 @@ export class App {
       const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir });
       const history = new HistoryStore(store);
       await history.start();
+      // Built here (no I/O until a connector opens) so point state knows which tags name a
+      // driver's connector, for the ops as for the poller.
+      const drivers = driversOf(config, log);
+      const points = new PointState({ model, history, driverRefTags: drivers.all().map((d) => d.refTag) });
       const watches = new WatchManager({
         model,
         clock,
@@ -147,6 +157,7 @@ export class App {
           info: { serverName: config.serverName, tz: timeZone(config.tz), productVersion: productVersion(), bootTime: clock.now() },
           watches,
           history,
+          points,
         },
         log,
         maxBodyBytes: config.maxBodyBytes,
@@ -156,7 +167,7 @@ export class App {
         health: () => healthOf(store, (clock.now() - bootTime) / 1000),
         backup: () => backupStream(store, { productVersion: productVersion(), now: clock.now() }),
       });
-      const app = new App(config, log, { store, model, auth, history, watches, server });
+      const app = new App(config, log, { store, model, auth, history, points, drivers, watches, server });
       app.metrics = metrics;
       const withHistory: string[] = [];
       for (const id of history.points()) {
@@ -166,7 +177,7 @@ export class App {
       }
       // Points show their his tags, and cur points fed by hisWrite their newest sample, at once.
       for (let i = 0; i < withHistory.length; i += 64) {
-        await Promise.all(withHistory.slice(i, i + 64).map((id) => refreshFromHistory(model, history, id)));
+        await Promise.all(withHistory.slice(i, i + 64).map((id) => points.refreshFromHistory(id)));
       }
       if (auth.needsBootstrap()) app.bootstrap = await auth.bootstrap(opts.firstRun ?? {});
       return app;
@@ -186,7 +197,7 @@ export class App {
       app.port = (await app.server.listen(opts.config.port, opts.config.host)).port;
       const up = opts.config.uplink;
       if (up !== null && up.enabled) {
-        app.uplink = new Uplink({ config: up, model: app.model, history: app.history, store: app.store, clock: opts.clock ?? systemClock, log: app.log, defaultTz: timeZone(opts.config.tz) });
+        app.uplink = new Uplink({ config: up, model: app.model, points: app.points, history: app.history, store: app.store, clock: opts.clock ?? systemClock, log: app.log, defaultTz: timeZone(opts.config.tz) });
         await app.uplink.start();
         if (app.metrics !== null) uplinkMetrics(app.metrics, app.uplink);
       }
@@ -198,21 +209,7 @@ export class App {
   }
 
   private startPoller(clock: Clock): void {
-    const c = this.config;
-    const bacnet = new BacnetDriver({ interface: c.bacnetInterface, port: c.bacnetPort, timeoutMs: c.bacnetTimeoutMs });
-    bacnet.log = (message) => this.log.info({ driver: 'bacnet' }, message);
-    const drivers = (this.drivers = new DriverRegistry([new ModbusDriver(), bacnet]));
-    this.poller = new Poller({
-      model: this.model,
-      history: this.history,
-      drivers,
-      clock,
-      log: this.log,
-      // Collected history shows in hisSize/hisStart/hisEnd as hisWrite's does.
-      onHistoryWritten: (ids) => {
-        for (const id of ids) publishHisStats(this.model, this.history, id);
-      },
-    });
+    this.poller = new Poller({ model: this.model, points: this.points, history: this.history, drivers: this.drivers, clock, log: this.log });
     this.poller.start();
   }
 
@@ -231,13 +228,20 @@ export class App {
     await this.uplink?.stop();
     // Before history: it writes what it collected until it stops.
     await this.poller?.stop();
-    await this.drivers?.close();
+    await this.drivers.close();
     this.unsubscribe();
     this.watches.stop();
     this.auth.stop();
     await this.history.stop();
     await this.store.close();
   }
+}
+
+/** The drivers a running Hayloft knows. */
+function driversOf(c: Config, log: Logger): DriverRegistry {
+  const bacnet = new BacnetDriver({ interface: c.bacnetInterface, port: c.bacnetPort, timeoutMs: c.bacnetTimeoutMs });
+  bacnet.log = (message) => log.info({ driver: 'bacnet' }, message);
+  return new DriverRegistry([new ModbusDriver(), bacnet]);
 }
 
 /** The metrics read at scrape time from the parts that already keep them. */

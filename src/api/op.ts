@@ -12,6 +12,7 @@ import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import type { Model } from '../model/model.js';
+import type { PointState } from '../model/point-state.js';
 import type { WatchManager } from '../watch/index.js';
 import type { HistoryStore } from '../store/history.js';
 
@@ -37,6 +38,8 @@ export interface OpContext {
   watches: WatchManager;
   /** Point history (hisRead, hisWrite, hisDelete). */
   history: HistoryStore;
+  /** The owner of points' live tags (hisWrite tells it what it wrote). */
+  points: PointState;
 }
 
 export interface OpRequest {

@@ -41,6 +41,11 @@ export const ErrorCodes = {
   BAD_LEASE: 'HL_BAD_LEASE',
   /** A record is not valid (no primary marker, bad name, dangling ref, changed id ...). */
   INVALID_RECORD: 'HL_INVALID_RECORD',
+  /**
+   * createRec/updateRec of a live tag the server keeps (cur*, his*, conn*, write*, sync*):
+   * readings come from drivers and hisWrite, writes go through pointWrite.
+   */
+  LIVE_TAG: 'HL_LIVE_TAG',
   /** `name` already used by a sibling, or a supplied id already exists. */
   CONFLICT: 'HL_CONFLICT',
   /** deleteRec of an entity that others reference. */

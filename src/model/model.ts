@@ -12,8 +12,10 @@
  * validated whole, written in one synced LevelDB batch and only then applied in memory: all or
  * nothing. Commits are serialised; reads never wait.
  *
- * `curVal`, `curStatus` and `curErr` are transient: kept in memory, returned by read, never
- * written to disk (a poll cycle must not cost a flash write).
+ * Live tags (live-tags.ts: `curVal`, `hisSize`, `connStatus`, `writeVal` ...) are kept in memory,
+ * returned by read, never written to disk (a poll cycle must not cost a flash write). Their one
+ * writer is point state (point-state.ts) through setTransient; createRec and updateRec refuse
+ * them (HL_LIVE_TAG), so a client can never store or fake a reading.
  */
 import { compileFilter, filterHints, parseFilter, type FilterNode } from '../haystack/filter.js';
 import { HDateTime, HDict, HRef, type HVal, MARKER, REMOVE, equals, isRefId, newRecord } from '../haystack/values.js';
@@ -21,6 +23,7 @@ import { UTC } from '../haystack/tz.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
 import type { BatchOps, RecordStore } from '../store/records.js';
+import { LIVE_TAGS } from './live-tags.js';
 
 /** The markers that say what an entity is; each entity has exactly one. */
 export const PRIMARY_MARKERS: readonly string[] = [
@@ -38,9 +41,6 @@ export const PRIMARY_MARKERS: readonly string[] = [
   'actionPolicy',
 ];
 const PRIMARY = new Set(PRIMARY_MARKERS);
-
-/** Tags kept in memory only. */
-export const TRANSIENT_TAGS: ReadonlySet<string> = new Set(['curVal', 'curStatus', 'curErr']);
 
 /** Parent tags, in precedence order, and the marker their target must carry. */
 const PARENT_TAGS: readonly [string, string][] = [
@@ -95,6 +95,13 @@ export interface CommitGuard {
 
 function invalid(message: string): HayloftError {
   return new HayloftError(ErrorCodes.INVALID_RECORD, message);
+}
+
+function liveTag(tag: string): HayloftError {
+  return new HayloftError(
+    ErrorCodes.LIVE_TAG,
+    `"${tag}" is kept by the server (drivers, history, writes, the uplink) and cannot be set by createRec or updateRec; leave it out (write a writable point with pointWrite, a point's history with hisWrite)`,
+  );
 }
 
 /** Every Ref a record holds (tags and lists of Refs), except its own id. */
@@ -199,7 +206,7 @@ export class Model {
   private readonly referrers = new Map<string, Set<string>>();
   private readonly byTag = new Map<string, Set<string>>();
   /** Every tag name ever set as transient: filters on them cannot use the tag index. */
-  private readonly transientNames = new Set<string>(TRANSIENT_TAGS);
+  private readonly transientNames = new Set<string>(LIVE_TAGS);
   /** Records as returned (Refs with display names); cleared on every commit. */
   private readonly views = new Map<string, HDict>();
   private readonly filters = new Map<string, { node: FilterNode; run: ReturnType<typeof compileFilter> }>();
@@ -364,7 +371,10 @@ export class Model {
     return out;
   }
 
-  /** Sets transient tags (curVal, curStatus, curErr) of a record; null removes one. */
+  /**
+   * Sets live tags of a record (null removes one). Point state (point-state.ts) is the one
+   * caller in the app; tests of watches use it as a driver would.
+   */
   setTransient(id: string, tags: Record<string, HVal>): void {
     if (!this.byId.has(id)) return;
     const cur = this.transient.get(id) ?? {};
@@ -395,8 +405,8 @@ export class Model {
 
   /**
    * Calls `listener(id, changed)` after a setTransient of an existing record changed any value
-   * (drivers, updateRec and createRec setting curVal/curStatus/curErr, hisWrite publishing a
-   * newer sample or its his stats). Returns the unsubscribe function.
+   * (a driver's reading, hisWrite publishing a newer sample or its his stats, a write's state).
+   * Returns the unsubscribe function.
    */
   onTransient(listener: TransientListener): () => void {
     this.transientListeners.push(listener);
@@ -420,12 +430,10 @@ export class Model {
       const tx = new Tx(this);
       const now = new HDateTime(this.clock.now(), UTC);
       const created: HDict[] = [];
-      const transient: [string, Record<string, HVal>][] = [];
       rows.forEach((row, i) => {
         const where = rows.length > 1 ? `row ${i}: ` : '';
         try {
           const rec = newRecord();
-          const cur: Record<string, HVal> = {};
           let id: string;
           const given = row.get('id');
           if (given === undefined) id = this.newId();
@@ -436,22 +444,20 @@ export class Model {
           } else throw invalid('id must be a Ref');
           rec.id = new HRef(id);
           for (const [tag, v] of row) {
+            if (LIVE_TAGS.has(tag)) throw liveTag(tag);
             if (tag === 'id' || v === REMOVE) continue;
-            if (TRANSIENT_TAGS.has(tag)) cur[tag] = v;
-            else rec[tag] = v;
+            rec[tag] = v;
           }
           rec.mod = now;
           const dict = this.check(tx, HDict.adopt(rec));
           guard.create?.(dict);
           tx.put(dict);
           created.push(dict);
-          if (Object.keys(cur).length > 0) transient.push([id, cur]);
         } catch (e) {
           throw prefixed(e, where);
         }
       });
       await this.commit(tx);
-      for (const [id, cur] of transient) this.setTransient(id, cur);
       this.emit({ created, updated: [], deleted: [] });
       return created.map((r) => this.view(idOf(r)) as HDict);
     });
@@ -466,7 +472,6 @@ export class Model {
       const tx = new Tx(this);
       const now = new HDateTime(this.clock.now(), UTC);
       const updated: HDict[] = [];
-      const transient: [string, Record<string, HVal>][] = [];
       rows.forEach((row, i) => {
         const where = rows.length > 1 ? `row ${i}: ` : '';
         try {
@@ -476,14 +481,10 @@ export class Model {
           if (id === undefined) throw new HayloftError(ErrorCodes.NOT_FOUND, `no record @${ref.id}`);
           const old = tx.get(id) as HDict;
           const rec = old.toRecord();
-          const cur: Record<string, HVal> = {};
           let changed = false;
           for (const [tag, v] of row) {
             if (tag === 'id') continue;
-            if (TRANSIENT_TAGS.has(tag)) {
-              cur[tag] = v;
-              continue;
-            }
+            if (LIVE_TAGS.has(tag)) throw liveTag(tag);
             if (tag === 'mod') continue;
             if (PRIMARY.has(tag) && (v === REMOVE) === old.has(tag)) {
               throw invalid(`the primary marker "${tag}" of ${label(old, id)} cannot be ${v === REMOVE ? 'removed' : 'added'}`);
@@ -499,7 +500,6 @@ export class Model {
             }
           }
           let dict = old;
-          if (!changed && Object.keys(cur).length > 0) guard.update?.(old, old);
           if (changed) {
             rec.mod = now;
             dict = this.check(tx, HDict.adopt(rec));
@@ -507,13 +507,11 @@ export class Model {
             tx.put(dict);
           }
           updated.push(dict);
-          if (Object.keys(cur).length > 0) transient.push([id, cur]);
         } catch (e) {
           throw prefixed(e, where);
         }
       });
       if (tx.puts.size > 0) await this.commit(tx);
-      for (const [id, cur] of transient) this.setTransient(id, cur);
       this.emit({ created: [], updated, deleted: [] });
       return updated.map((r) => this.view(idOf(r)) as HDict);
     });

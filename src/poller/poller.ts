@@ -30,31 +30,31 @@
 import { type Driver, type DriverConn, type PreparedPoint, type RawValue, configError } from '../drivers/driver.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import { durationTag } from '../drivers/tags.js';
-import { HNumber, HRef, type HDict, type HVal } from '../haystack/values.js';
+import { HNumber, HRef, type HDict } from '../haystack/values.js';
 import type { Clock } from '../lib/clock.js';
 import { ErrorCodes, isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { Model, ModelChange } from '../model/model.js';
+import { POINT_KINDS_TEXT, type CurStatus, type CurTags, type PointState, pointKind, pointUnit } from '../model/point-state.js';
 import type { HisKind, HistoryStore } from '../store/history.js';
 import { type Collecting, HisCollector, collectPlan } from './his-collector.js';
 
-export type PointStatus = 'ok' | 'stale' | 'down' | 'fault' | 'disabled' | 'unknown';
+export type PointStatus = CurStatus;
 export type ConnStatus = 'ok' | 'down' | 'fault' | 'disabled';
 
 export const DEFAULT_POLL_MS = 10_000;
 export const MIN_STALE_MS = 30_000;
 const MAX_TIMER_MS = 30_000;
 const GOLDEN = 0.6180339887498949;
-const KINDS: readonly string[] = ['Number', 'Bool', 'Str'];
 
 export interface PollerOptions {
   model: Model;
+  /** Where readings, connector status and collected history's his tags go. */
+  points: PointState;
   history: HistoryStore;
   drivers: DriverRegistry;
   clock: Clock;
   log: Logger;
-  /** Told which points got history after each write (the app republishes their his stats). */
-  onHistoryWritten?: (ids: readonly string[]) => void;
   /** Run on timers (default). False: nothing runs until tick() (tests with a ManualClock). */
   timers?: boolean;
   /** Retry delays of a down connector: from `minMs`, doubling, up to `maxMs`. */
@@ -105,7 +105,7 @@ interface Bucket {
   readonly conn: ConnState;
   readonly pollMs: number;
   staleMs: number;
-  points: PointState[];
+  points: Polled[];
   prepared: PreparedPoint[];
   due: number;
   /** Time of the last successful read (0: none yet). */
@@ -114,7 +114,7 @@ interface Bucket {
   stale: boolean;
 }
 
-interface PointState {
+interface Polled {
   readonly id: string;
   readonly rec: HDict;
   readonly driver: Driver;
@@ -153,6 +153,7 @@ function convert(kind: HisKind, v: RawValue): RawValue | { err: string } {
 
 export class Poller {
   private readonly model: Model;
+  private readonly state: PointState;
   private readonly drivers: DriverRegistry;
   private readonly clock: Clock;
   private readonly log: Logger;
@@ -162,9 +163,9 @@ export class Poller {
   private readonly defaultPollMs: number;
   private readonly collector: HisCollector;
   private readonly conns = new Map<string, ConnState>();
-  private readonly points = new Map<string, PointState>();
+  private readonly points = new Map<string, Polled>();
   /** Connector id -> the points naming it (whether or not it exists or is a connector). */
-  private readonly byConn = new Map<string, Set<PointState>>();
+  private readonly byConn = new Map<string, Set<Polled>>();
   private readonly dirty = new Set<ConnState>();
   private readonly inflight = new Set<Promise<void>>();
   /** Buckets created per poll time: the golden-ratio sequence index of the next one's offset. */
@@ -179,6 +180,7 @@ export class Poller {
 
   constructor(opts: PollerOptions) {
     this.model = opts.model;
+    this.state = opts.points;
     this.drivers = opts.drivers;
     this.clock = opts.clock;
     this.log = opts.log;
@@ -186,7 +188,14 @@ export class Poller {
     this.minBackoffMs = opts.backoff?.minMs ?? 1000;
     this.maxBackoffMs = opts.backoff?.maxMs ?? 60_000;
     this.defaultPollMs = opts.defaultPollMs ?? DEFAULT_POLL_MS;
-    this.collector = new HisCollector({ history: opts.history, log: opts.log, onWritten: opts.onHistoryWritten });
+    // Collected history shows in hisSize/hisStart/hisEnd as hisWrite's does.
+    this.collector = new HisCollector({
+      history: opts.history,
+      log: opts.log,
+      onWritten: (ids) => {
+        for (const id of ids) this.state.hisWritten(id);
+      },
+    });
   }
 
   /** Loads every connector and point from the model and starts polling. */
@@ -326,7 +335,7 @@ export class Poller {
     b.lastOk = now;
     b.stale = false;
     for (let i = 0; i < points.length; i++) {
-      const ps = points[i] as PointState;
+      const ps = points[i] as Polled;
       if (this.points.get(ps.id) !== ps) continue; // changed or removed while reading
       const r = results[i];
       if (r === undefined) {
@@ -377,8 +386,8 @@ export class Poller {
   // -------------------------------------------------------------------------------------------
   // Publishing
 
-  private publish(ps: PointState, status: PointStatus, raw: RawValue | undefined, err: string | undefined): void {
-    const tags: Record<string, HVal> = {};
+  private publish(ps: Polled, status: PointStatus, raw: RawValue | undefined, err: string | undefined): void {
+    const tags: CurTags = {};
     let any = false;
     if (ps.status !== status) {
       tags.curStatus = status;
@@ -395,14 +404,14 @@ export class Poller {
       ps.err = err;
       any = true;
     }
-    if (any) this.model.setTransient(ps.id, tags);
+    if (any) this.state.setCur(ps.id, tags);
   }
 
   private publishConn(cs: ConnState, status: ConnStatus, err: string | undefined): void {
     if (cs.status === status && cs.err === err) return;
     cs.status = status;
     cs.err = err;
-    this.model.setTransient(cs.id, { connStatus: status, connErr: err ?? null });
+    this.state.setConn(cs.id, status, err ?? null);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -477,7 +486,7 @@ export class Poller {
       this.log.debug({ connId: id, driver: driver.name, problem }, old === undefined ? 'connector added' : 'connector changed');
     } else if (rec !== undefined && old !== undefined) {
       // No longer a connector (cannot happen through the model: the primary marker is fixed).
-      this.model.setTransient(id, { connStatus: null, connErr: null });
+      this.state.setConn(id, null, null);
     }
     // Its points follow: they poll through the new connection, or fault without one.
     for (const ps of [...(this.byConn.get(id) ?? [])]) this.upsertPoint(ps.id);
@@ -504,7 +513,7 @@ export class Poller {
       this.points.delete(id);
       this.collector.forget(id);
       // No longer polled (its driver tags were removed): its driver-set tags go too.
-      if (rec !== undefined) this.model.setTransient(id, { curVal: null, curStatus: null, curErr: null });
+      if (rec !== undefined) this.state.setCur(id, { curVal: null, curStatus: null, curErr: null });
       return;
     }
     const ref = rec.get(driver.refTag);
@@ -525,11 +534,14 @@ export class Poller {
     else if (cs.problem !== undefined) problem = { status: 'fault', err: `connector @${cs.id}: ${cs.problem.err ?? ''}` };
     else {
       try {
-        const k = rec.get('kind');
-        if (typeof k !== 'string' || !KINDS.includes(k)) throw configError(`kind must be Number, Bool or Str${typeof k === 'string' ? ` (not "${k}")` : ''}`);
-        kind = k as HisKind;
-        const u = rec.get('unit');
-        if (kind === 'Number' && typeof u === 'string') {
+        const k = pointKind(rec);
+        if (k === undefined) {
+          const given = rec.get('kind');
+          throw configError(`kind must be ${POINT_KINDS_TEXT}${typeof given === 'string' ? ` (not "${given}")` : ''}`);
+        }
+        kind = k;
+        const u = pointUnit(rec);
+        if (kind === 'Number' && u !== null) {
           new HNumber(0, u); // throws for a unit that is not valid unit text
           unit = u;
         }
@@ -544,7 +556,7 @@ export class Poller {
       }
     }
     if (collect === undefined) this.collector.forget(id);
-    const ps: PointState = {
+    const ps: Polled = {
       id,
       rec,
       driver,
@@ -572,7 +584,7 @@ export class Poller {
     }
   }
 
-  private detach(ps: PointState): void {
+  private detach(ps: Polled): void {
     if (ps.connId !== undefined) {
       const s = this.byConn.get(ps.connId);
       s?.delete(ps);
@@ -586,7 +598,7 @@ export class Poller {
     let next = Infinity;
     for (const cs of this.dirty) {
       if (cs.closed || this.conns.get(cs.id) !== cs) continue;
-      const groups = new Map<number, PointState[]>();
+      const groups = new Map<number, Polled[]>();
       for (const ps of this.byConn.get(cs.id) ?? []) {
         if (ps.conn !== cs || ps.prepared === undefined) continue;
         let g = groups.get(ps.pollMs);

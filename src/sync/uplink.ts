@@ -24,13 +24,14 @@
  * stats() gives the figures for /metrics.
  */
 import type { UplinkSettings } from './settings.js';
-import { type TimeZone, findTimeZone } from '../haystack/tz.js';
+import type { TimeZone } from '../haystack/tz.js';
 import type { HRef} from '../haystack/values.js';
-import { HDateTime, type HDict, type HVal } from '../haystack/values.js';
+import { HDateTime, type HDict } from '../haystack/values.js';
 import type { Clock } from '../lib/clock.js';
 import { ErrorCodes, isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { Model } from '../model/model.js';
+import { POINT_KINDS_TEXT, type PointState, type SyncTags, describeKind, pointKind, pointUnit, pointZone } from '../model/point-state.js';
 import type { Store } from '../store/db.js';
 import type { HisKind, HistoryStore } from '../store/history.js';
 import { UpstreamClient, UpstreamError } from './client.js';
@@ -43,6 +44,8 @@ export type SyncStatus = 'ok' | 'pending' | 'down' | 'fault';
 export interface UplinkOptions {
   config: UplinkSettings;
   model: Model;
+  /** The owner of points' live tags: syncStatus, syncErr, syncLast go through it. */
+  points: PointState;
   history: HistoryStore;
   store: Store;
   clock: Clock;
@@ -100,13 +103,6 @@ interface PointStatus {
   since: number;
 }
 
-const KINDS: readonly string[] = ['Number', 'Bool', 'Str'];
-
-/** Haystack zone name of a point (its `tz`, else the default). */
-function zoneOf(rec: HDict, fallback: TimeZone): TimeZone {
-  const tz = rec.get('tz');
-  return (typeof tz === 'string' ? findTimeZone(tz) : undefined) ?? fallback;
-}
 
 export class Uplink {
   private readonly o: UplinkOptions;
@@ -263,21 +259,20 @@ export class Uplink {
       const id = (rec.get('id') as HRef).id;
       const stored = model.stored(id);
       if (stored === undefined) continue;
-      const kind = stored.get('kind');
-      if (typeof kind !== 'string' || !KINDS.includes(kind)) {
+      const kind = pointKind(stored);
+      if (kind === undefined) {
         badKind.add(id);
-        this.setStatus(id, 'fault', `kind ${typeof kind === 'string' ? `"${kind}"` : '(none)'} is not a history kind (Number, Bool or Str)`);
+        this.setStatus(id, 'fault', `${describeKind(stored)} is not a history kind (${POINT_KINDS_TEXT})`);
         continue;
       }
-      const unit = stored.get('unit');
-      next.set(id, { id, kind: kind as HisKind, unit: typeof unit === 'string' ? unit : null, tz: zoneOf(stored, this.o.defaultTz) });
+      next.set(id, { id, kind, unit: pointUnit(stored), tz: pointZone(stored, this.o.defaultTz) });
     }
     // Points no longer selected lose their status tags (their cursors stay, should they return);
     // faults of the others are looked at afresh.
     for (const id of [...this.status.keys()]) {
       if (badKind.has(id)) continue;
       this.status.delete(id);
-      if (!next.has(id)) model.setTransient(id, { syncStatus: null, syncErr: null, syncLast: null });
+      if (!next.has(id)) this.o.points.setSync(id, { syncStatus: null, syncErr: null, syncLast: null });
     }
     this.points = next;
     let outcome;
@@ -298,11 +293,11 @@ export class Uplink {
   private setStatus(id: string, status: SyncStatus, err: string | null): void {
     const old = this.status.get(id);
     if (old?.status !== status || old.err !== err) this.status.set(id, { status, err, since: this.o.clock.now() });
-    const tags: Record<string, HVal> = { syncStatus: status, syncErr: err };
+    const tags: SyncTags = { syncStatus: status, syncErr: err };
     const cursor = this.state.cursor(id);
     const p = this.points.get(id);
     if (cursor > -Infinity) tags.syncLast = new HDateTime(cursor, p?.tz ?? this.o.defaultTz);
-    this.o.model.setTransient(id, tags);
+    this.o.points.setSync(id, tags);
   }
 
   /** ok or pending, from the point's cursor and newest sample (faults stay until cleared). */

@@ -17,7 +17,8 @@ import { HDict, type HNumber, HRef, type HVal, newRecord } from '../haystack/val
 import type { Clock } from '../lib/clock.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
-import { type Model, type ModelChange, TRANSIENT_TAGS } from '../model/model.js';
+import { CUR_TAGS } from '../model/live-tags.js';
+import type { Model, ModelChange } from '../model/model.js';
 import { type Lease, parseLease } from './lease.js';
 
 export interface WatchLimits {
@@ -132,9 +133,10 @@ export class WatchManager {
     this.started = true;
     this.unlisten = [
       this.model.onTransient((id, changed) => {
-        // Other transient tags (hisWrite's hisSize/hisStart/hisEnd) are not in watch rows.
+        // Watch rows carry curVal/curStatus/curErr only: other live tags (hisWrite's hisSize,
+        // a write's writeVal) do not report the point again.
         for (let i = 0; i < changed.length; i++) {
-          if (TRANSIENT_TAGS.has(changed[i] as string)) {
+          if (CUR_TAGS.includes(changed[i] as string)) {
             this.touched(id);
             return;
           }

@@ -7,6 +7,7 @@
 import t, { type Test } from 'tap';
 import { type HDict, type HGrid, HNumber, HRef, type HVal, MARKER } from '../../src/haystack/values.js';
 import { ManualClock } from '../../src/lib/clock.js';
+import type { CurTags } from '../../src/model/point-state.js';
 import { ErrorCodes } from '../../src/lib/errors.js';
 import { type Running, startApp } from '../helpers/app.js';
 import { readZincVal } from '../../src/haystack/zinc.js';
@@ -109,9 +110,9 @@ async function world(t: Tap, env: Record<string, string> = {}): Promise<{ r: Run
   return { r, clock, admin: as(r, r.auth) };
 }
 
-/** A driver reading a point: what the poller will do. */
-function driverSets(r: Running, id: string, tags: Record<string, HVal>): void {
-  r.app.model.setTransient(id, tags);
+/** A driver reading a point: what the poller does, through point state. */
+function driverSets(r: Running, id: string, tags: CurTags): void {
+  r.app.points.setCur(id, tags);
 }
 
 t.test('watchSub opens a watch: rows in request order, non-cur left out, unknown ids, statuses', async (t) => {
@@ -199,8 +200,11 @@ t.test('watchPoll: changes since the last poll (the first: since watchSub), refr
   t.equal(none.size, 0, 'no rows');
   t.same(none.colNames(), ['id', 'curVal', 'curStatus', 'curErr'], 'but the columns');
 
-  // updateRec of curVal/curStatus (transient) over HTTP, and several driver writes to one point.
-  ok(t, await admin.post('updateRec', [{ id: HRef.of('p3'), curVal: true, curStatus: 'ok' }]), 'updateRec curVal');
+  // Clients cannot set live tags: refused, and nothing is reported.
+  failed(t, await admin.post('updateRec', [{ id: HRef.of('p3'), curVal: true, curStatus: 'ok' }]), 400, 'HL_LIVE_TAG', /"curVal" is kept by the server/, 'updateRec curVal');
+  t.equal(ok(t, await admin.poll(id), 'poll').size, 0, 'a refused updateRec reports nothing');
+  // Several driver readings of one point.
+  driverSets(r, 'p3', { curVal: true, curStatus: 'ok' });
   for (let i = 0; i < 5; i++) driverSets(r, 'p1', { curVal: HNumber.of(20 + i), curStatus: 'ok' });
   driverSets(r, 'p2', { curStatus: 'down', curErr: 'no answer' });
   t.same(
@@ -212,7 +216,7 @@ t.test('watchPoll: changes since the last poll (the first: since watchSub), refr
     ],
     'each changed point once, with its latest value; down: curErr and no curVal',
   );
-  ok(t, await admin.post('updateRec', [{ id: HRef.of('hq.ahu1.sat'), curVal: HNumber.of(30) }]), 'updateRec of curVal alone, by name');
+  driverSets(r, 'p1', { curVal: HNumber.of(30) });
   driverSets(r, 'p2', { curStatus: 'ok', curErr: null });
   t.same(rowsOf(ok(t, await admin.poll(id), 'poll')), [
     { id: 'p1', val: '30', status: 'ok' },
@@ -244,7 +248,7 @@ t.test('only real changes of curVal/curStatus/curErr are reported: same values, 
   driverSets(r, 'p1', { curVal: HNumber.of(5), curStatus: 'ok' });
   const { id } = await open(t, admin, ['p1', 'ph']);
   driverSets(r, 'p1', { curVal: HNumber.of(5), curStatus: 'ok' });
-  ok(t, await admin.post('updateRec', [{ id: HRef.of('p1'), curVal: HNumber.of(5) }]), 'updateRec to the same value');
+  driverSets(r, 'p1', { curVal: HNumber.of(5) });
   t.equal(ok(t, await admin.poll(id), 'poll').size, 0, 'the same value set again is no change');
 
   const his = (ts: string, v: number): Promise<Answer> =>
@@ -253,7 +257,7 @@ t.test('only real changes of curVal/curStatus/curErr are reported: same values, 
   t.same(rowsOf(ok(t, await admin.poll(id), 'poll')), [{ id: 'ph', val: '10', status: 'ok' }], 'hisWrite of the newest sample sets curVal of a point without a driver');
   ok(t, await his('2024-01-15T07:00:00Z UTC', 3), 'hisWrite an older sample');
   t.equal(ok(t, await admin.poll(id), 'poll').size, 0, 'an older sample changes his stats only: no row');
-  driverSets(r, 'p1', { hisSize: HNumber.of(99) });
+  r.app.model.setTransient('p1', { hisSize: HNumber.of(99) });
   t.equal(ok(t, await admin.poll(id), 'poll').size, 0, 'other transient tags are not watched');
 });
 
@@ -366,12 +370,12 @@ t.test('a watched point deleted from the model: unknown once on the next poll, u
   t.same(rowsOf(ok(t, await admin.poll(b.id), 'poll b')), [{ id: 'p2', status: 'unknown' }], 'back, never read yet');
 });
 
-t.test('many watches sharing points: updateRec reaches every watch; polls are independent', async (t) => {
+t.test('many watches sharing points: a reading reaches every watch; polls are independent', async (t) => {
   const { r, admin } = await world(t);
   const ws = [];
   for (let i = 0; i < 5; i++) ws.push(await open(t, admin, i % 2 === 0 ? ['p1', 'p2'] : ['p2', 'p3']));
-  ok(t, await admin.post('updateRec', [{ id: HRef.of('p2'), curVal: HNumber.of(42), curStatus: 'ok' }]), 'updateRec p2');
-  ok(t, await admin.post('updateRec', [{ id: HRef.of('p1'), curVal: HNumber.of(1), curStatus: 'ok' }]), 'updateRec p1');
+  driverSets(r, 'p2', { curVal: HNumber.of(42), curStatus: 'ok' });
+  driverSets(r, 'p1', { curVal: HNumber.of(1), curStatus: 'ok' });
   for (const [i, w] of ws.entries()) {
     const rows = rowsOf(ok(t, await admin.poll(w.id), `poll ${i}`));
     t.same(rows, i % 2 === 0 ? [{ id: 'p2', val: '42', status: 'ok' }, { id: 'p1', val: '1', status: 'ok' }] : [{ id: 'p2', val: '42', status: 'ok' }], `watch ${i}`);

@@ -8,6 +8,7 @@ import { timeZone } from '../../src/haystack/tz.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { createLogger } from '../../src/lib/log.js';
 import type { Model } from '../../src/model/model.js';
+import type { PointState } from '../../src/model/point-state.js';
 import type { HistoryStore } from '../../src/store/history.js';
 import type { WatchManager } from '../../src/watch/index.js';
 
@@ -32,9 +33,10 @@ export function fakeCtx(clock: ManualClock, log: OpContext['log']): OpContext {
     clock,
     log,
     info: { serverName: 'test-box', tz: timeZone('New_York'), productVersion: '9.8.7', bootTime: BOOT },
-    // Nor the watch manager, nor the history.
+    // Nor the watch manager, nor the history, nor point state.
     watches: {} as WatchManager,
     history: {} as HistoryStore,
+    points: {} as PointState,
   };
 }
 

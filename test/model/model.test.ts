@@ -116,8 +116,13 @@ t.test('update', async (t) => {
   // all or nothing
   await t.rejects(model.update([d({ id: ref('p1'), dis: 'changed' }), d({ id: ref('p2'), siteRef: ref('nope') })]));
   t.equal(model.get('p1')?.get('dis'), 'Supply temp');
-  // transient tags live in memory only
-  await model.update([d({ id: ref('p3'), curVal: true, curStatus: 'ok' })]);
+  // live tags live in memory only, set by point state, never by createRec/updateRec
+  await t.rejects(model.update([d({ id: ref('p3'), curVal: true, curStatus: 'ok' })]), { code: 'HL_LIVE_TAG', message: /"curVal" is kept by the server/ });
+  await t.rejects(model.update([d({ id: ref('p3'), dis: 'x', writeVal: HNumber.of(1) })]), { code: 'HL_LIVE_TAG', message: /"writeVal"/ }, 'write tags too');
+  await t.rejects(model.create([d({ point: MARKER, dis: 'x', hisSize: HNumber.of(1) })]), { code: 'HL_LIVE_TAG' }, 'and on create');
+  t.equal(model.get('p3')?.get('dis'), model.stored('p3')?.get('dis'), 'a refused update changes nothing');
+  t.equal(model.query('dis == "x"').length, 0, 'a refused create creates nothing');
+  model.setTransient('p3', { curVal: true, curStatus: 'ok' });
   t.equal(model.get('p3')?.get('curVal'), true);
   t.same(model.query('curStatus == "ok"').map((r) => (r.get('id') as HRef).id), ['p3'], 'filters see transient tags');
   t.same(model.query('point and curVal').map((r) => (r.get('id') as HRef).id), ['p3']);

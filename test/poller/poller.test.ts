@@ -10,6 +10,7 @@ import { HDict, HNumber, HRef, type HVal, MARKER, REMOVE } from '../../src/hayst
 import { ManualClock } from '../../src/lib/clock.js';
 import { silentLogger } from '../../src/lib/log.js';
 import { Model } from '../../src/model/model.js';
+import { PointState } from '../../src/model/point-state.js';
 import { Poller } from '../../src/poller/poller.js';
 import { Store } from '../../src/store/db.js';
 import { HistoryStore, toSamples } from '../../src/store/history.js';
@@ -45,16 +46,17 @@ async function world(t: Test, opts: { backoff?: { minMs?: number; maxMs?: number
   const writeMany = history.writeMany.bind(history);
   history.writeMany = async (writes) => {
     w.writes++;
+    w.written.push(writes.map((x) => x.pointId));
     return writeMany(writes);
   };
   w.poller = new Poller({
     model,
+    points: new PointState({ model, history, driverRefTags: [fake.refTag] }),
     history,
     drivers: new DriverRegistry([fake]),
     clock,
     log: silentLogger(),
     timers: false,
-    onHistoryWritten: (ids) => w.written.push([...ids]),
     ...(opts.backoff ? { backoff: opts.backoff } : {}),
   });
   t.teardown(async () => {
@@ -367,7 +369,8 @@ t.test('history: by interval and by COV, one write per poll cycle', async (t) =>
   t.same((await his('nocollect')).length, 0, 'no collect tag, no history');
   t.ok(w.writes <= 180, `one write per poll cycle at most (${w.writes} for 180 cycles)`);
   t.ok(w.written.some((ids) => ids.length > 1), 'several points in one write');
-  t.ok(w.written.flat().includes('iv'), 'onHistoryWritten names the points');
+  t.ok(w.written.flat().includes('iv'), 'the writes name the points');
+  t.same(w.model.get('iv')?.get('hisSize'), HNumber.of(4), 'point state shows the collected history in hisSize');
 });
 
 t.test('a point whose history is of another kind is left out of the batch, not the others', async (t) => {

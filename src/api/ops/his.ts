@@ -8,23 +8,20 @@
  * it has one, else in the points' zone (`tz` tag, else the server's) when they share one, else in
  * `Rel`. `today`/`yesterday` and Date ranges are days of the (first) point's zone.
  *
- * Each point also shows `hisSize`, `hisStart`, `hisEnd` (kept in memory from the store's stats,
- * like curVal), and a `cur` point without a driver takes a written sample as its current value
- * when it is newer than what it had.
+ * Each point also shows `hisSize`, `hisStart`, `hisEnd`, and a `cur` point without a driver takes a
+ * written sample as its current value when it is newer than what it had: point state
+ * (model/point-state.ts) sets those, told by these ops what they wrote.
  */
 import type { HisKind, HisSample, HisWrite, HistoryStore } from '../../store/history.js';
 import { HisGrid } from '../../haystack/his-grid.js';
 import { type HisRange, parseRange } from '../../haystack/range.js';
-import { REL, type TimeZone, findTimeZone } from '../../haystack/tz.js';
+import { REL, type TimeZone } from '../../haystack/tz.js';
 import { HDate, HDateTime, HDict, HGrid, HNumber, HRef, type HVal, NA, newRecord } from '../../haystack/values.js';
 import { zincVal } from '../../haystack/zinc.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
-import type { Model } from '../../model/model.js';
+import { POINT_KINDS_TEXT, describeKind, pointKind, pointUnit, pointValue, pointZone } from '../../model/point-state.js';
 import { type Op, type OpRequest, can } from '../op.js';
 
-const KINDS: readonly HisKind[] = ['Number', 'Bool', 'Str'];
-/** Tags naming a driver connection: such points take their current value from the poller. */
-const DRIVER_REFS = ['modbusConnRef', 'bacnetConnRef', 'connRef'];
 
 interface Point {
   id: string;
@@ -54,17 +51,11 @@ function pointOf(req: OpRequest, v: HVal | undefined, where: string, perm: 'HIS_
   }
   if (!can(req, perm, rec)) throw new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: ${req.op} of @${v.id} needs ${perm}`);
   if (!rec.has('point') || !rec.has('his')) throw bad(`${where}: @${v.id} is not a historized point (it needs the point and his markers)`);
-  const kind = rec.get('kind');
-  if (typeof kind !== 'string' || !(KINDS as readonly string[]).includes(kind)) {
-    throw new HayloftError(
-      ErrorCodes.INVALID_RECORD,
-      `${where}: @${v.id} has ${typeof kind === 'string' ? `kind "${kind}"` : 'no kind tag'}; history holds points of kind Number, Bool or Str`,
-    );
+  const kind = pointKind(rec);
+  if (kind === undefined) {
+    throw new HayloftError(ErrorCodes.INVALID_RECORD, `${where}: @${v.id} has ${describeKind(rec)}; history holds points of kind ${POINT_KINDS_TEXT}`);
   }
-  const tzName = rec.get('tz');
-  const tz = (typeof tzName === 'string' ? findTimeZone(tzName) : undefined) ?? info.tz;
-  const unit = rec.get('unit');
-  return { id, rec, ref: new HRef(id, model.displayOf(id)), kind: kind as HisKind, unit: typeof unit === 'string' ? unit : null, tz };
+  return { id, rec, ref: new HRef(id, model.displayOf(id)), kind, unit: pointUnit(rec), tz: pointZone(rec, info.tz) };
 }
 
 /** Checks one value against a point's kind and unit; returns what is stored. */
@@ -93,58 +84,6 @@ function sampleValue(p: Point, v: HVal, where: string): number | boolean | strin
 function describe(v: HVal): string {
   if (v === NA) return 'NA';
   return `${typeof v === 'string' ? 'a Str' : typeof v === 'boolean' ? 'a Bool' : v instanceof HNumber ? 'a Number' : 'that value'} (${zincVal(v)})`;
-}
-
-function takesCurFromHistory(rec: HDict): boolean {
-  return rec.has('cur') && !DRIVER_REFS.some((t) => rec.has(t));
-}
-
-/**
- * The transient his tags (none while a point has no history, as after a restart) and, for a cur
- * point without a driver, `newest` as its current value.
- */
-export function publishHisStats(model: Model, history: HistoryStore, id: string, newest?: { ts: number; val: HVal }): void {
-  const s = history.stats(id);
-  const rec = model.stored(id);
-  if (rec === undefined) return;
-  const tzName = rec.get('tz');
-  const tz = (typeof tzName === 'string' ? findTimeZone(tzName) : undefined) ?? REL;
-  const some = s.size > 0;
-  const tags: Record<string, HVal> = {
-    hisSize: some ? new HNumber(s.size) : null,
-    hisStart: some && s.start !== undefined ? new HDateTime(s.start, tz) : null,
-    hisEnd: some && s.end !== undefined ? new HDateTime(s.end, tz) : null,
-  };
-  if (newest !== undefined && takesCurFromHistory(rec)) {
-    tags.curVal = newest.val;
-    tags.curStatus = 'ok';
-    tags.curErr = null;
-  }
-  model.setTransient(id, tags);
-}
-
-/**
- * Re-reads what a point shows from its history: the his tags, and for a cur point without a
- * driver its newest sample as curVal (or no curVal when it has none). At start, and after
- * hisDelete (which may remove the newest sample).
- */
-export async function refreshFromHistory(model: Model, history: HistoryStore, id: string): Promise<void> {
-  const rec = model.stored(id);
-  if (rec === undefined) return;
-  if (!takesCurFromHistory(rec)) {
-    publishHisStats(model, history, id);
-    return;
-  }
-  const last = await history.last(id);
-  const kind = rec.get('kind');
-  const unit = rec.get('unit');
-  if (last === undefined) {
-    publishHisStats(model, history, id);
-    model.setTransient(id, { curVal: null, curStatus: 'unknown', curErr: null });
-    return;
-  }
-  const val: HVal = kind === 'Number' && typeof last.val === 'number' ? new HNumber(last.val, typeof unit === 'string' ? unit : null) : (last.val);
-  publishHisStats(model, history, id, { ts: last.ts, val });
 }
 
 /** Text of a range cell: a Str, or a Date/DateTime that a GET query decoded as Zinc. */
@@ -225,7 +164,7 @@ function bounds(req: OpRequest, range: HisRange, series: Series[]): [number, num
 }
 
 function toHVal(p: Point, v: number | boolean | string): HVal {
-  return p.kind === 'Number' ? new HNumber(v as number, p.unit) : v;
+  return pointValue(p.kind, p.unit, v);
 }
 
 export const hisReadOp: Op = {
@@ -335,13 +274,14 @@ export const hisWriteOp: Op = {
     await history.writeMany(writes);
     for (const w of writes) {
       const p = writeNewest(w);
-      const point = { kind: w.kind, unit: unitOf(req.ctx.model, w.pointId) } as Point;
+      const rec = req.ctx.model.stored(w.pointId);
+      const unit = rec === undefined ? null : pointUnit(rec);
       // Compared with the newest sample once this write is in, not with the one before it: writes
       // to a point run one after another in the store, and a concurrent request that landed an
       // older sample after a newer one must not set curVal back. At the newest instant this
       // write's value replaced the stored one, so it is current.
       const newest = history.stats(w.pointId).end ?? -Infinity;
-      publishHisStats(req.ctx.model, history, w.pointId, p.ts >= newest ? { ts: p.ts, val: toHVal(point, p.val) } : undefined);
+      req.ctx.points.hisWritten(w.pointId, p.ts >= newest ? { ts: p.ts, val: pointValue(w.kind, unit, p.val) } : undefined);
     }
     return HGrid.empty();
   },
@@ -352,11 +292,6 @@ function writeNewest(w: HisWrite): HisSample {
   // The last sample of a timestamp wins, as in the store.
   for (const s of w.samples) if (s.ts >= best.ts) best = s;
   return best;
-}
-
-function unitOf(model: Model, id: string): string | null {
-  const u = model.stored(id)?.get('unit');
-  return typeof u === 'string' ? u : null;
 }
 
 export const hisDeleteOp: Op = {
@@ -374,7 +309,7 @@ export const hisDeleteOp: Op = {
         const s = range.kind === 'first' ? await history.first(p.id) : await history.last(p.id);
         if (s !== undefined) await history.delete(p.id, s.ts, s.ts + 1);
       }
-      await refreshFromHistory(req.ctx.model, history, p.id);
+      await req.ctx.points.refreshFromHistory(p.id);
     }
     return HGrid.empty();
   },

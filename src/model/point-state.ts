@@ -1,0 +1,162 @@
+/**
+ * Point state: the one owner of a point's live tags (live-tags.ts) and of the facts every part
+ * reads the same way (its kind, its unit, its zone, whether a driver feeds it).
+ *
+ * Who calls what (Haxall keeps this in the point's ConnPoint, updateCurOk/updateCurErr; here it
+ * is one service built by the composition root):
+ * - the poller: `setCur` with a reading, `setConn` with a connector's link, `hisWritten` after
+ *   collecting history;
+ * - the history ops: `hisWritten` after hisWrite (a point without a driver takes its newest
+ *   sample as curVal), `refreshFromHistory` after hisDelete and at start;
+ * - the uplink: `setSync`;
+ * - pointWrite (writes*): the effective value of the priority array.
+ *
+ * The tags live in the model's memory (Model.setTransient): read and filters see them, nothing
+ * is written to disk per change, watches hear of changes. Clients cannot set them: the model
+ * refuses them in createRec/updateRec.
+ */
+import { REL, type TimeZone, findTimeZone } from '../haystack/tz.js';
+import { HDateTime, HNumber, type HDict, type HVal } from '../haystack/values.js';
+import type { HisKind, HistoryStore } from '../store/history.js';
+import type { Model } from './model.js';
+
+/** The kinds a point may have (what history, drivers and writes can hold). */
+export const POINT_KINDS: readonly HisKind[] = ['Number', 'Bool', 'Str'];
+export type PointKind = HisKind;
+/** The kinds for messages: `Number, Bool or Str`. */
+export const POINT_KINDS_TEXT = `${POINT_KINDS.slice(0, -1).join(', ')} or ${POINT_KINDS[POINT_KINDS.length - 1] ?? ''}`;
+
+/** A point's kind, or undefined when its `kind` tag is missing or not one of POINT_KINDS. */
+export function pointKind(rec: HDict): PointKind | undefined {
+  const k = rec.get('kind');
+  return typeof k === 'string' && (POINT_KINDS as readonly string[]).includes(k) ? (k as PointKind) : undefined;
+}
+
+/** Why a point's kind is not usable, for messages: `kind "Ref"`, `no kind tag`. */
+export function describeKind(rec: HDict): string {
+  const k = rec.get('kind');
+  return typeof k === 'string' ? `kind "${k}"` : 'no kind tag';
+}
+
+/** A point's `unit`, or null without one. */
+export function pointUnit(rec: HDict): string | null {
+  const u = rec.get('unit');
+  return typeof u === 'string' ? u : null;
+}
+
+/** A point's zone: its `tz` tag when it names a known zone, else `fallback` (the server's). */
+export function pointZone(rec: HDict, fallback: TimeZone): TimeZone {
+  const tz = rec.get('tz');
+  return (typeof tz === 'string' ? findTimeZone(tz) : undefined) ?? fallback;
+}
+
+/** A value of a point's kind as the model shows it (Numbers carry the point's unit). */
+export function pointValue(kind: PointKind, unit: string | null, v: number | boolean | string): HVal {
+  return kind === 'Number' ? new HNumber(v as number, unit) : v;
+}
+
+export type CurStatus = 'ok' | 'stale' | 'down' | 'fault' | 'disabled' | 'unknown';
+
+/** Changes to a point's reading; a tag left out is unchanged, null removes it. */
+export interface CurTags {
+  curVal?: HVal | null;
+  curStatus?: CurStatus | null;
+  curErr?: string | null;
+}
+
+/** Changes to a point's uplink status; a tag left out is unchanged, null removes it. */
+export interface SyncTags {
+  syncStatus?: string | null;
+  syncErr?: string | null;
+  syncLast?: HDateTime | null;
+}
+
+export interface PointStateOptions {
+  model: Model;
+  history: HistoryStore;
+  /** The Ref tags naming a driver's connector (`Driver.refTag` of every registered driver). */
+  driverRefTags: readonly string[];
+}
+
+export class PointState {
+  private readonly model: Model;
+  private readonly history: HistoryStore;
+  private readonly driverRefTags: readonly string[];
+
+  constructor(opts: PointStateOptions) {
+    this.model = opts.model;
+    this.history = opts.history;
+    this.driverRefTags = [...opts.driverRefTags];
+  }
+
+  /** Whether a driver reads the point (it names a driver's connector): it then owns curVal. */
+  fedByDriver(rec: HDict): boolean {
+    return this.driverRefTags.some((t) => rec.has(t));
+  }
+
+  /** A cur point without a driver: hisWrite's newest sample is its current value. */
+  private takesCurFromHistory(rec: HDict): boolean {
+    return rec.has('cur') && !this.fedByDriver(rec);
+  }
+
+  /** Sets a point's reading (the poller's hot path: pass only what changed). */
+  setCur(id: string, tags: CurTags): void {
+    this.model.setTransient(id, tags as Record<string, HVal>);
+  }
+
+  /** Sets a connector's link status; null status removes both tags. */
+  setConn(id: string, status: string | null, err: string | null): void {
+    this.model.setTransient(id, { connStatus: status, connErr: status === null ? null : err });
+  }
+
+  /** Sets a point's uplink status. */
+  setSync(id: string, tags: SyncTags): void {
+    this.model.setTransient(id, tags as Record<string, HVal>);
+  }
+
+  /**
+   * After history was written to a point: its his tags, and for a cur point without a driver
+   * `newest` (the newest sample of the write, when it is the newest the point has) as curVal.
+   */
+  hisWritten(id: string, newest?: { ts: number; val: HVal }): void {
+    const s = this.history.stats(id);
+    const rec = this.model.stored(id);
+    if (rec === undefined) return;
+    const tz = pointZone(rec, REL);
+    const some = s.size > 0;
+    const tags: Record<string, HVal> = {
+      hisSize: some ? new HNumber(s.size) : null,
+      hisStart: some && s.start !== undefined ? new HDateTime(s.start, tz) : null,
+      hisEnd: some && s.end !== undefined ? new HDateTime(s.end, tz) : null,
+    };
+    if (newest !== undefined && this.takesCurFromHistory(rec)) {
+      tags.curVal = newest.val;
+      tags.curStatus = 'ok';
+      tags.curErr = null;
+    }
+    this.model.setTransient(id, tags);
+  }
+
+  /**
+   * Re-reads what a point shows from its history: the his tags, and for a cur point without a
+   * driver its newest sample as curVal (or no curVal when it has none). At start, and after
+   * hisDelete (which may remove the newest sample).
+   */
+  async refreshFromHistory(id: string): Promise<void> {
+    const rec = this.model.stored(id);
+    if (rec === undefined) return;
+    if (!this.takesCurFromHistory(rec)) {
+      this.hisWritten(id);
+      return;
+    }
+    const last = await this.history.last(id);
+    if (last === undefined) {
+      this.hisWritten(id);
+      this.model.setTransient(id, { curVal: null, curStatus: 'unknown', curErr: null });
+      return;
+    }
+    const kind = pointKind(rec);
+    const val = kind === 'Number' && typeof last.val === 'number' ? new HNumber(last.val, pointUnit(rec)) : last.val;
+    this.hisWritten(id, { ts: last.ts, val });
+  }
+}
