@@ -4,6 +4,7 @@
  */
 import t from 'tap';
 import jsWideSky from '@widesky/jswidesky-client';
+import { HNumber } from '../../src/haystack/values.js';
 import { ADMIN, CLIENT, startApp } from '../helpers/app.js';
 
 const quiet = { name: 'widesky-client', level: 'fatal', raw: true };
@@ -102,7 +103,8 @@ t.test('a watch round trip through the client: watchSub, poll, watchExtend, watc
     { point: 'm:', cur: 'm:', kind: 's:Bool', name: 's:fan', siteRef: 'r:hq' },
   ]);
   const [sat, rat, fan] = made.rows.map((r) => String(r.id).slice(2).split(' ')[0] as string) as [string, string, string];
-  await c.update({ id: `r:${sat}`, curVal: 'n:18.5 °C', curStatus: 's:ok' });
+  // Readings come from drivers (point state), never from clients.
+  s.app.points.setCur(sat, { curVal: new HNumber(18.5, '°C'), curStatus: 'ok' });
 
   const sub = await c.watchSub([sat, 'hq.rat'], 'n:1 min', 'dashboard');
   const watchId = String(sub.meta.watchId).slice(2);
@@ -120,7 +122,7 @@ t.test('a watch round trip through the client: watchSub, poll, watchExtend, watc
   const poll = (refresh = false): Promise<{ rows: Record<string, unknown>[] }> =>
     c.submitRequest('POST', '/api/watchPoll', { meta: { ver: '2.0', watchId: `s:${watchId}`, ...(refresh ? { refresh: 'm:' } : {}) }, cols: [{ name: 'id' }], rows: [] });
   t.equal((await poll()).rows.length, 0, 'nothing changed since watchSub');
-  await c.update({ id: `r:${rat}`, curVal: 'n:21', curStatus: 's:ok' });
+  s.app.points.setCur(rat, { curVal: new HNumber(21), curStatus: 'ok' });
   const changed = await poll();
   t.same(changed.rows.map((r) => [String(r.id).split(' ')[0], r.curVal]), [[`r:${rat}`, 'n:21']], 'the changed point');
 
