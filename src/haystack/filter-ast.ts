@@ -7,9 +7,11 @@
  * (not only for the ones the parser built), which is what makes the printed form canonical.
  *
  * Nodes are plain frozen objects so they can be compared, logged and cached by identity; the
- * `match` node carries its compiled RegExp so the pattern is compiled once, at parse time.
+ * `match` node carries its compiled regex so the pattern is compiled once, at parse time.
  */
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import { QUOTE_MAX_CHARS, quoteInput } from '../lib/quote.js';
+import { type FilterRegex, compileFilterRegex } from './regex.js';
 import { HDate, HDateTime, HNumber, HRef, HTime, HUri, equals, isTagName } from './values.js';
 import { zincVal } from './zinc.js';
 
@@ -41,8 +43,8 @@ export interface MatchNode {
   readonly path: FilterPath;
   /** The pattern in canonical form (see `matchNode`); what equality and printing use. */
   readonly pattern: string;
-  /** Compiled once from `pattern`, no flags (so `test` keeps no state between entities). */
-  readonly regex: RegExp;
+  /** Compiled once from `pattern` (linear-time RE2, no flags, no state between entities). */
+  readonly regex: FilterRegex;
 }
 export interface AndNode {
   readonly kind: 'and';
@@ -115,19 +117,21 @@ export function canonicalPattern(pattern: string): string {
 }
 
 /**
- * A regex match node. Throws BAD_FILTER when the pattern is not a valid JavaScript regex;
+ * A regex match node. Throws BAD_FILTER when the pattern is not a valid regex or uses a feature
+ * the linear-time engine refuses (src/haystack/regex.ts);
  * `at` names the regex's column in the filter text so the message points at it.
  */
 export function matchNode(path: string | readonly string[], pattern: string, at?: number): MatchNode {
   const p = filterPath(path);
   const canonical = canonicalPattern(pattern);
-  let regex: RegExp;
+  let regex: FilterRegex;
   try {
-    regex = new RegExp(canonical);
+    regex = compileFilterRegex(canonical);
   } catch (e) {
     const why = e instanceof Error ? e.message : String(e);
     const where = at === undefined ? '' : ` at column ${at}`;
-    throw new HayloftError(ErrorCodes.BAD_FILTER, `filter: invalid regex /${printPattern(canonical)}/ (${why})${where}`, { cause: e });
+    const shown = canonical.length > QUOTE_MAX_CHARS ? quoteInput(printPattern(canonical)) : `/${printPattern(canonical)}/`;
+    throw new HayloftError(ErrorCodes.BAD_FILTER, `filter: invalid regex ${shown} (${why})${where}`, { cause: e });
   }
   return Object.freeze({ kind: 'match', path: p, pattern: canonical, regex });
 }

@@ -15,7 +15,8 @@
  * - Refs compare by id (the display is ignored); Strs by UTF-16 code units; DateTimes by instant
  *   (the zone is ignored); Dates and Times chronologically; Bools with false < true. Numbers
  *   follow IEEE: NaN is unordered, so `== NaN` never holds and `!= NaN` holds for any Number.
- * - `=~` tests the regex (unanchored, as `RegExp.test`) against Str values only.
+ * - `=~` tests the regex (unanchored, as `RegExp.test`, in linear time: src/haystack/regex.ts)
+ *   against Str values only.
  */
 import { HDate, HDateTime, HNumber, HRef, HTime, HUri, type HDict, type HVal } from './values.js';
 import type { CmpOp, FilterNode, FilterPath, FilterValue } from './filter-ast.js';

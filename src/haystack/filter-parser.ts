@@ -12,7 +12,7 @@
  *   <has>      := <path>
  *   <missing>  := "not" <path>
  *   <cmp>      := <path> <cmpOp> <val>
- *   <match>    := <path> "=~" "/" <regex> "/"      JavaScript regex, no flags; `\/` for a slash
+ *   <match>    := <path> "=~" "/" <regex> "/"      regex (RE2 subset of JavaScript, docs/filters.md), no flags; `\/` for a slash
  *   <cmpOp>    := "==" | "!=" | "<" | "<=" | ">" | ">="
  *   <path>     := <name> ("->" <name>)*
  *   <name>     := <alphaLo> (<alpha> | <digit> | "_")*   not one of: and or not true false
