@@ -7,6 +7,7 @@
  * - bearer authentication and `X-IMPERSONATE` for the data operations.
  * These answers have their own shapes (not grids), so they are written here, not by ops.
  */
+import { quoteInput } from '../lib/quote.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthService, Principal } from '../auth/auth.js';
 import { ErrorCodes, HayloftError, isHayloftError } from '../lib/errors.js';
@@ -163,7 +164,7 @@ export function authHttp(auth: AuthService, onUnexpected: (req: IncomingMessage,
         } else if (grant === undefined) {
           throw tokenRequestError('grant_type is required (password or refresh_token)');
         } else {
-          throw new HayloftError(ErrorCodes.UNSUPPORTED_GRANT, `grant_type "${grant}" is not supported: use password or refresh_token`);
+          throw new HayloftError(ErrorCodes.UNSUPPORTED_GRANT, `grant_type ${quoteInput(grant)} is not supported: use password or refresh_token`);
         }
         sendJson(res, 200, answer, NO_STORE);
       } catch (e) {

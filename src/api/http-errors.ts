@@ -6,6 +6,7 @@
  */
 import { HDict, HGrid, MARKER } from '../haystack/values.js';
 import { type ErrorCode, ErrorCodes, isHayloftError } from '../lib/errors.js';
+import { cutMessage } from '../lib/quote.js';
 
 const STATUS: Partial<Record<ErrorCode, number>> = {
   [ErrorCodes.BAD_VALUE]: 400,
@@ -49,6 +50,9 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   // The chosen format cannot hold the answer (a Grid in a CSV cell): the client may ask for another.
   [ErrorCodes.CANNOT_ENCODE]: 406,
   [ErrorCodes.TOO_LARGE]: 413,
+  [ErrorCodes.LIMIT]: 400,
+  // The server is busy reading other bodies: the client retries after Retry-After.
+  [ErrorCodes.BUSY]: 503,
   [ErrorCodes.UNSUPPORTED_MEDIA_TYPE]: 415,
   // A configuration problem surfacing during a request is the server's fault, not the client's.
   [ErrorCodes.BAD_CONFIG]: 500,
@@ -85,8 +89,9 @@ export interface ErrorGridOptions {
 export function errorGrid(e: unknown, opts: ErrorGridOptions): HGrid {
   const status = statusOf(e);
   const expected = isHayloftError(e) && status < 500;
+  // cutMessage: a message quoting input without quoteInput still stays short (lib/quote.ts).
   const dis = expected
-    ? e.message
+    ? cutMessage(e.message)
     : `unexpected server error${opts.reqId === undefined ? '' : ` (request ${opts.reqId})`}: the server log has the details`;
   const meta: Record<string, string | typeof MARKER> = {
     err: MARKER,

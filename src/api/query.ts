@@ -6,6 +6,7 @@
  * Zinc keeps its kind (`range=2024-01-12` is a Date, `range=2024-01-12T13:00:00Z UTC` a
  * DateTime): ops that take text read such values back with zincVal.
  */
+import { quoteInput } from '../lib/quote.js';
 import { type HCol, HDict, HGrid, type HVal, isTagName, newRecord } from '../haystack/values.js';
 import { readZincVal } from '../haystack/zinc.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
@@ -71,10 +72,10 @@ export function queryGridOf(params: ParsedQuery): HGrid {
     if (!isTagName(name)) {
       throw new HayloftError(
         ErrorCodes.BAD_REQUEST,
-        `query parameter "${name.length > 60 ? name.slice(0, 60) + '...' : name}" is not a valid column name (a lower-case letter, then letters, digits or _)`,
+        `query parameter ${quoteInput(name)} is not a valid column name (a lower-case letter, then letters, digits or _)`,
       );
     }
-    if (typeof raw !== 'string') throw new HayloftError(ErrorCodes.BAD_REQUEST, `query parameter "${name}" is given more than once`);
+    if (typeof raw !== 'string') throw new HayloftError(ErrorCodes.BAD_REQUEST, `query parameter ${quoteInput(name)} is given more than once`);
     cols.push({ name, meta: HDict.EMPTY });
     const v = valueOf(raw);
     if (v !== null) rec[name] = v; // `x=N`: the column, without a value (as HDict.of drops nulls)

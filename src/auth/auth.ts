@@ -12,6 +12,7 @@
  * - Verified access tokens are cached (a JWT verification costs ~50 us; a Map lookup does not),
  *   and every use still checks that the session is alive, so revocation takes effect at once.
  */
+import { quoteInput } from '../lib/quote.js';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { chmodSync, existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -226,11 +227,11 @@ export class AuthService {
   /** Creates a user entity with a password; `roleRef` names an existing role (id or name). */
   async addUser(username: string, password: string, roleRef: string, dis?: string): Promise<string> {
     if (!/^[^\s@]+@[^\s@]+$|^[A-Za-z0-9._-]+$/.test(username)) {
-      throw new HayloftError(ErrorCodes.INVALID_RECORD, `"${username}" is not a valid user name (an e-mail address, or letters, digits, . _ -)`);
+      throw new HayloftError(ErrorCodes.INVALID_RECORD, `${quoteInput(username)} is not a valid user name (an e-mail address, or letters, digits, . _ -)`);
     }
     if (this.userIdByName(username) !== undefined) throw new HayloftError(ErrorCodes.CONFLICT, `user "${username}" already exists`);
     const roleId = this.model.resolveId(roleRef);
-    if (roleId === undefined || !this.model.stored(roleId)?.has('role')) throw new HayloftError(ErrorCodes.NOT_FOUND, `no role "${roleRef}"`);
+    if (roleId === undefined || !this.model.stored(roleId)?.has('role')) throw new HayloftError(ErrorCodes.NOT_FOUND, `no role ${quoteInput(roleRef)}`);
     this.checkPassword(password);
     const [u] = await this.model.create([
       HDict.of({ user: MARKER, username, dis: dis ?? username, roleRef: new HRef(roleId) }),
@@ -242,7 +243,7 @@ export class AuthService {
 
   async removeUser(username: string): Promise<void> {
     const id = this.userIdByName(username);
-    if (id === undefined) throw new HayloftError(ErrorCodes.NOT_FOUND, `no user "${username}"`);
+    if (id === undefined) throw new HayloftError(ErrorCodes.NOT_FOUND, `no user ${quoteInput(username)}`);
     // The commit hook deletes its password and sessions in the same batch.
     await this.model.delete([id]);
   }
@@ -259,7 +260,7 @@ export class AuthService {
   }
 
   async addClient(clientId: string, secret?: string): Promise<string> {
-    if (!/^[A-Za-z0-9._~-]{1,128}$/.test(clientId)) throw new HayloftError(ErrorCodes.INVALID_RECORD, `"${clientId}" is not a valid client id (letters, digits, . _ ~ -)`);
+    if (!/^[A-Za-z0-9._~-]{1,128}$/.test(clientId)) throw new HayloftError(ErrorCodes.INVALID_RECORD, `${quoteInput(clientId)} is not a valid client id (letters, digits, . _ ~ -)`);
     if ((await this.store.auth.get(`client:${clientId}`)) !== undefined) throw new HayloftError(ErrorCodes.CONFLICT, `client "${clientId}" already exists`);
     const s = secret ?? randomSecret();
     if (s.length < 16) throw new HayloftError(ErrorCodes.WEAK_PASSWORD, 'a client secret must have at least 16 characters');

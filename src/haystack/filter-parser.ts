@@ -25,6 +25,7 @@
  * `and` binds tighter than `or`. Errors are HayloftError BAD_FILTER with the 1-based column of
  * the offending token: `filter: expected a value (found ")") at column 12`.
  */
+import { charsOf, limitError } from './limits.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { type Token, Tokenizer } from './tokenizer.js';
 import { HNumber, isTagName } from './values.js';
@@ -173,8 +174,18 @@ class FilterParser {
   }
 }
 
-/** Parses filter text into an AST; throws HayloftError BAD_FILTER saying what and where. */
+/**
+ * Characters of a filter (docs/filters.md). Real filters are a few dozen; this bounds the work one request can ask
+ * for (each regex compiled, each term run over every entity) and the size of its error message.
+ */
+export const MAX_FILTER_CHARS = 4096;
+
+/**
+ * Parses filter text into an AST; throws HayloftError BAD_FILTER saying what and where, HL_LIMIT
+ * for a text over MAX_FILTER_CHARS.
+ */
 export function parseFilter(text: string): FilterNode {
   if (typeof text !== 'string') throw new HayloftError(ErrorCodes.BAD_FILTER, 'filter: expected filter text');
+  if (text.length > MAX_FILTER_CHARS) throw limitError('filter', charsOf(text), MAX_FILTER_CHARS, 'maxFilterChars');
   return new FilterParser(text).parse();
 }

@@ -7,6 +7,8 @@
  * grids of 100,000 rows go through here.
  */
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import { quoteInput } from '../lib/quote.js';
+import { DEFAULT_SHAPE_LIMITS, type ShapeLimits, charsOf, limitError } from './limits.js';
 import { HisGrid, rowChunks } from './his-grid.js';
 import { parseDate, parseDateTime, parseInstant, parseTime, parsedZone } from './datetime.js';
 import type { TimeZone } from './tz.js';
@@ -49,8 +51,14 @@ function atPath(e: unknown, path: string): unknown {
   return new HayloftError(e.code, `${path}${e.message.startsWith('[') ? '' : ': '}${e.message}`, { cause: e.cause });
 }
 
-function quote(s: string): string {
-  return JSON.stringify(s.length > 60 ? s.slice(0, 57) + '...' : s);
+const quote = quoteInput;
+
+function tooDeep(path: string, lim: ShapeLimits): HayloftError {
+  return limitError(path, 'the nesting of lists, dicts and grids', lim.maxDepth, 'maxDepth');
+}
+
+function tooLong(path: string, s: string, lim: ShapeLimits): HayloftError {
+  return limitError(path, charsOf(s), lim.maxValueChars, 'maxValueChars');
 }
 
 /** True when `s` is a Haystack number literal: `-?digits[.digits][e[+-]digits]`, INF, -INF, NaN. */
@@ -129,7 +137,8 @@ function wrapValue<T>(s: string, path: string, kind: string, f: () => T): T {
 }
 
 /** Decodes a JSON string cell. */
-function decodeStr(s: string, path: string): HVal {
+function decodeStr(s: string, path: string, lim: ShapeLimits): HVal {
+  if (s.length > lim.maxValueChars) throw tooLong(path, s, lim);
   if (s.length < 2 || s.charCodeAt(1) !== 58) return s;
   switch (s.charCodeAt(0)) {
     case 115: // s:
@@ -194,11 +203,15 @@ function looksLikeGrid(j: Record<string, unknown>): boolean {
   return isObject(j.meta) && j.meta.ver !== undefined && Array.isArray(j.cols);
 }
 
-/** Decodes a JSON value (already parsed) to a Haystack value; `path` names it in errors. */
-export function decodeVal(j: unknown, path = ''): HVal {
+/**
+ * Decodes a JSON value (already parsed) to a Haystack value; `path` names it in errors, `depth`
+ * is the number of lists, dicts and grids around it (refused past `lim.maxDepth`, so hostile
+ * nesting is an error grid and never a stack overflow).
+ */
+export function decodeVal(j: unknown, path = '', lim: ShapeLimits = DEFAULT_SHAPE_LIMITS, depth = 0): HVal {
   switch (typeof j) {
     case 'string':
-      return decodeStr(j, path);
+      return decodeStr(j, path, lim);
     case 'boolean':
       return j;
     case 'number':
@@ -206,44 +219,51 @@ export function decodeVal(j: unknown, path = ''): HVal {
       return new HNumber(j);
     case 'object':
       if (j === null) return null;
+      if (depth >= lim.maxDepth) throw tooDeep(path, lim);
       if (Array.isArray(j)) {
         const out = new Array<HVal>(j.length);
-        for (let i = 0; i < j.length; i++) out[i] = decodeVal(j[i], `${path}[${i}]`);
+        for (let i = 0; i < j.length; i++) out[i] = decodeVal(j[i], `${path}[${i}]`, lim, depth + 1);
         return Object.freeze(out);
       }
-      if (looksLikeGrid(j as Record<string, unknown>)) return decodeGrid(j, path);
-      return decodeDict(j as Record<string, unknown>, path);
+      if (looksLikeGrid(j as Record<string, unknown>)) return decodeGrid(j, path, lim, depth + 1);
+      return decodeDict(j as Record<string, unknown>, path, lim, depth + 1);
   }
   throw bad(path, `${typeof j} is not a Haystack value`);
 }
 
-function decodeDict(j: Record<string, unknown>, path: string): HDict {
+function decodeDict(j: Record<string, unknown>, path: string, lim: ShapeLimits, depth: number): HDict {
   const rec = newRecord();
   for (const k in j) {
-    const v = decodeVal(j[k], path === '' ? k : `${path}.${k}`);
+    if (k.length > lim.maxValueChars) throw tooLong(path, k, lim);
+    const v = decodeVal(j[k], path === '' ? k : `${path}.${k}`, lim, depth);
     if (v !== null) rec[k] = v;
   }
   return HDict.adopt(rec);
 }
 
-/** Decodes a parsed JSON grid. Meta `ver` may be absent; if present it must be "2.0" or "3.0". */
-export function decodeGrid(j: unknown, path = ''): HGrid {
+/**
+ * Decodes a parsed JSON grid. Meta `ver` may be absent; if present it must be "2.0" or "3.0".
+ * `depth` is that of the grid's cells and meta values (0 for a request's grid).
+ */
+export function decodeGrid(j: unknown, path = '', lim: ShapeLimits = DEFAULT_SHAPE_LIMITS, depth = 0): HGrid {
   const p = (s: string): string => (path === '' ? s : `${path}.${s}`);
   if (!isObject(j)) throw badGrid(path, 'a grid must be a JSON object with meta, cols and rows');
   const metaJ = j.meta ?? {};
   if (!isObject(metaJ)) throw badGrid(p('meta'), 'must be an object');
   const ver = metaJ.ver;
   if (ver !== undefined && ver !== '2.0' && ver !== '3.0' && ver !== 's:2.0' && ver !== 's:3.0') {
-    throw badGrid(p('meta.ver'), `${JSON.stringify(ver)} is not a supported grid version (use "2.0" or "3.0")`);
+    throw badGrid(p('meta.ver'), `${typeof ver === 'string' ? quote(ver) : `a ${typeof ver}`} is not a supported grid version (use "2.0" or "3.0")`);
   }
   const metaRec = newRecord();
   for (const k in metaJ) {
     if (k === 'ver') continue;
-    const v = decodeVal(metaJ[k], p(`meta.${k}`));
+    if (k.length > lim.maxValueChars) throw tooLong(p('meta'), k, lim);
+    const v = decodeVal(metaJ[k], p(`meta.${k}`), lim, depth);
     if (v !== null) metaRec[k] = v;
   }
   const colsJ = j.cols;
   if (!Array.isArray(colsJ)) throw badGrid(p('cols'), 'must be an array of columns');
+  if (colsJ.length > lim.maxCols) throw limitError(p('cols'), `${colsJ.length.toLocaleString('en-US')} columns`, lim.maxCols, 'maxCols');
   const cols: HCol[] = [];
   const colNames = new Set<string>();
   for (let i = 0; i < colsJ.length; i++) {
@@ -251,15 +271,17 @@ export function decodeGrid(j: unknown, path = ''): HGrid {
     const cp = p(`cols[${i}]`);
     if (!isObject(c)) throw badGrid(cp, 'a column must be an object with a name');
     const name = c.name;
+    if (typeof name === 'string' && name.length > lim.maxValueChars) throw tooLong(`${cp}.name`, name, lim);
     if (typeof name !== 'string' || !isTagName(name)) {
-      throw badGrid(`${cp}.name`, `${JSON.stringify(name)} is not a valid column name (a lowercase letter, then letters, digits or _)`);
+      throw badGrid(`${cp}.name`, `${typeof name === 'string' ? quote(name) : `a ${name === null ? 'null' : typeof name}`} is not a valid column name (a lowercase letter, then letters, digits or _)`);
     }
     if (colNames.has(name)) throw badGrid(`${cp}.name`, `column "${name}" appears twice`);
     colNames.add(name);
     const cm = newRecord();
     for (const k in c) {
       if (k === 'name') continue;
-      const v = decodeVal(c[k], `${cp}.${k}`);
+      if (k.length > lim.maxValueChars) throw tooLong(cp, k, lim);
+      const v = decodeVal(c[k], `${cp}.${k}`, lim, depth);
       if (v !== null) cm[k] = v;
     }
     cols.push({ name, meta: HDict.adopt(cm) });
@@ -276,12 +298,12 @@ export function decodeGrid(j: unknown, path = ''): HGrid {
     if (!isObject(r)) throw badGrid(p(`rows[${i}]`), 'a row must be an object');
     const rec = newRecord();
     for (const k in r) {
-      if (!colNames.has(k)) throw badGrid(p(`rows[${i}]`), `"${k}" is not one of the grid's columns`);
+      if (!colNames.has(k)) throw badGrid(p(`rows[${i}]`), `${quote(k)} is not one of the grid's columns`);
       const raw = r[k];
       let v: HVal;
       // This loop runs once per cell of history grids: the path is built only for an error.
       try {
-        v = typeof raw === 'string' ? decodeStr(raw, '') : decodeVal(raw, '');
+        v = typeof raw === 'string' ? decodeStr(raw, '', lim) : decodeVal(raw, '', lim, depth);
       } catch (e) {
         throw atPath(e, p(`rows[${i}].${k}`));
       }
@@ -338,15 +360,18 @@ function decodeHisRows(rowsJ: readonly unknown[], metaRec: Record<string, HVal>)
   return new HisGrid(HDict.adopt(metaRec), ts, tz as TimeZone, { kind: 'Number', val, unit: unit ?? null });
 }
 
-/** Parses JSON text into a grid; malformed JSON is a BAD_GRID error with the parser's reason. */
-export function readJsonGrid(text: string): HGrid {
+/**
+ * Parses JSON text into a grid; malformed JSON is a BAD_GRID error with the parser's reason, a
+ * grid over `lim` an HL_LIMIT error naming the limit.
+ */
+export function readJsonGrid(text: string, lim: ShapeLimits = DEFAULT_SHAPE_LIMITS): HGrid {
   let j: unknown;
   try {
     j = JSON.parse(text);
   } catch (e) {
     throw new HayloftError(ErrorCodes.BAD_GRID, `body is not valid JSON: ${(e as Error).message}`, { cause: e });
   }
-  return decodeGrid(j);
+  return decodeGrid(j, '', lim);
 }
 
 /** The `x:`-prefixed text of a scalar (not for null, Bool, List, Dict or Grid). */

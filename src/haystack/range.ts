@@ -12,6 +12,8 @@
  * computed in the zone given (the point's), never the host's. A range may arrive wrapped in
  * double quotes (a Zinc Str in a GET query); one pair is removed.
  */
+import { quoteInput } from '../lib/quote.js';
+import { charsOf, limitError } from './limits.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { parseDate, parseDateTime, startOfDay } from './datetime.js';
 import type { TimeZone } from './tz.js';
@@ -33,8 +35,14 @@ export type HisRange =
 const FORMS = 'use first, last, today, yesterday, a date (YYYY-MM-DD), a DateTime (YYYY-MM-DDThh:mm:ss±hh:mm Zone), or two dates or two DateTimes joined by a comma';
 
 /** Every refusal names the forms that exist, so the message alone tells the caller what to send. */
+/**
+ * Characters of a range text. The longest form, two DateTimes with fractions and zone names,
+ * is under 120; a longer text is refused before it is looked at.
+ */
+export const MAX_RANGE_CHARS = 256;
+
 function bad(text: string, why: string, cause?: unknown): HayloftError {
-  return new HayloftError(ErrorCodes.BAD_RANGE, `range ${JSON.stringify(text)}: ${why}; ${FORMS}`, cause === undefined ? undefined : { cause });
+  return new HayloftError(ErrorCodes.BAD_RANGE, `range ${quoteInput(text)}: ${why}; ${FORMS}`, cause === undefined ? undefined : { cause });
 }
 
 const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
@@ -46,7 +54,7 @@ function readPoint(text: string, part: string): { date: HDate } | { dt: HDateTim
   } catch (e) {
     throw bad(text, e instanceof Error ? e.message : String(e), e);
   }
-  throw bad(text, `"${part}" is not a date or a DateTime`);
+  throw bad(text, `${quoteInput(part)} is not a date or a DateTime`);
 }
 
 /**
@@ -54,6 +62,7 @@ function readPoint(text: string, part: string): { date: HDate } | { dt: HDateTim
  * instant in epoch ms (injected so tests control "today").
  */
 export function parseRange(input: string, tz: TimeZone, now: number): HisRange {
+  if (input.length > MAX_RANGE_CHARS) throw limitError('range', charsOf(input), MAX_RANGE_CHARS, 'maxRangeChars');
   let text = input.trim();
   if (text.length >= 2 && text.startsWith('"') && text.endsWith('"')) text = text.slice(1, -1).trim();
   if (text === '') throw bad(input, 'is empty');

@@ -22,6 +22,7 @@
  * was most of the time spent reading it. Either way a token is lexed only when first looked at,
  * so a malformed token is reported only once the parser gets to it.
  */
+import { limitError } from './limits.js';
 import { type ErrorCode, ErrorCodes, HayloftError } from '../lib/errors.js';
 import { parseDate, parseDateTime, parseTime } from './datetime.js';
 import { HNumber, HRef, HUri, isUnitText, type HVal } from './values.js';
@@ -43,6 +44,8 @@ export interface TokenizerOptions {
   newlines?: boolean;
   /** How errors are reported: Zinc errors give line and column, filter errors the column. */
   kind?: 'zinc' | 'filter';
+  /** Longest token (a value or a name as written), refused with HL_LIMIT past it (maxValueChars). */
+  maxTokenChars?: number;
 }
 
 /** The `sym` code of a symbol's text: its char code, or first * 256 + second for two chars. */
@@ -112,10 +115,13 @@ function withoutSeparators(s: string, start: number, end: number): string {
   return out + s.slice(run, end);
 }
 
+const COUNT = new Intl.NumberFormat('en-US');
+
 export class Tokenizer {
   private readonly src: string;
   private readonly newlines: boolean;
   private readonly kind: 'zinc' | 'filter';
+  private readonly maxTokenChars: number;
   private pos = 0;
   private line = 1;
   private lineStart = 0;
@@ -142,6 +148,7 @@ export class Tokenizer {
     this.src = src;
     this.newlines = opts.newlines ?? false;
     this.kind = opts.kind ?? (this.newlines ? 'zinc' : 'filter');
+    this.maxTokenChars = opts.maxTokenChars ?? Infinity;
   }
 
   /** Type of the current token, lexing it if needed; its fields are then valid until `skip()`. */
@@ -205,6 +212,10 @@ export class Tokenizer {
 
   /** Completes the current token, which ends at `pos`. */
   private setToken(type: TokenType, val: HVal | undefined): void {
+    if (this.pos - this.start > this.maxTokenChars) {
+      const at = this.kind === 'filter' ? ` at column ${this.tokCol}` : ` at line ${this.tokLine}, column ${this.tokCol}`;
+      throw limitError(this.kind, `a token of ${COUNT.format(this.pos - this.start)} chars`, this.maxTokenChars, 'maxValueChars', at);
+    }
     this.lexed = true;
     this.type = type;
     this.curVal = val;

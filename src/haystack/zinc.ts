@@ -16,6 +16,8 @@
  */
 import { HisGrid, rowChunks } from './his-grid.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import { quoteInput } from '../lib/quote.js';
+import { DEFAULT_SHAPE_LIMITS, type ShapeLimits, limitError } from './limits.js';
 import { SYM_CLOSE_GRID, SYM_COMMA, type Token, Tokenizer } from './tokenizer.js';
 import {
   HBin,
@@ -286,9 +288,6 @@ export function zincVal(v: HVal): string {
 // ---------------------------------------------------------------------------------------------
 // Reader
 
-/** Deeper nesting than this is refused rather than risking a stack overflow on hostile input. */
-const MAX_DEPTH = 64;
-
 function describe(t: Token): string {
   if (t.type === 'eof') return 'end of input';
   if (t.type === 'nl') return 'end of line';
@@ -297,11 +296,13 @@ function describe(t: Token): string {
 
 class ZincReader {
   private readonly tk: Tokenizer;
+  private readonly lim: ShapeLimits;
   private depth = 0;
 
-  constructor(text: string) {
+  constructor(text: string, lim: ShapeLimits) {
+    this.lim = lim;
     // A UTF-8 byte-order mark some editors add is not part of the grid.
-    this.tk = new Tokenizer(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text, { newlines: true, kind: 'zinc' });
+    this.tk = new Tokenizer(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text, { newlines: true, kind: 'zinc', maxTokenChars: lim.maxValueChars });
   }
 
   private err(message: string, at: Token): HayloftError {
@@ -327,8 +328,11 @@ class ZincReader {
     while (this.tk.peek().type === 'nl') this.tk.next();
   }
 
+  /** Deeper nesting is refused rather than risking a stack overflow on hostile input. */
   private enter(at: Token): void {
-    if (++this.depth > MAX_DEPTH) throw this.err(`values nested deeper than ${MAX_DEPTH} levels`, at);
+    if (++this.depth > this.lim.maxDepth) {
+      throw limitError('zinc', 'the nesting of lists, dicts and grids', this.lim.maxDepth, 'maxDepth', ` at line ${at.line}, column ${at.col}`);
+    }
   }
 
   /** Reads a grid; a nested one stops before its closing `>>`. */
@@ -339,7 +343,7 @@ class ZincReader {
     this.expectSym(':', 'after "ver"');
     const verVal = this.tk.next();
     if (verVal.type !== 'val' || typeof verVal.val !== 'string') throw this.err(`expected a quoted version after "ver:", found ${describe(verVal)}`, verVal);
-    if (verVal.val !== '2.0' && verVal.val !== '3.0') throw this.err(`Zinc version ${JSON.stringify(verVal.val)} is not supported (use "2.0" or "3.0")`, verVal);
+    if (verVal.val !== '2.0' && verVal.val !== '3.0') throw this.err(`Zinc version ${quoteInput(verVal.val)} is not supported (use "2.0" or "3.0")`, verVal);
     const meta = this.meta('grid meta');
     const end = this.tk.peek();
     if (end.type === 'eof') {
@@ -387,8 +391,9 @@ class ZincReader {
     while (true) {
       const t = this.tk.next();
       if (t.type !== 'id') throw this.err(`expected a column name, found ${describe(t)}`, t);
-      if (!isTagName(t.text)) throw this.err(`"${t.text}" is not a valid column name (a lowercase letter, then letters, digits or _)`, t);
-      if (seen.has(t.text)) throw this.err(`column "${t.text}" appears twice`, t);
+      if (!isTagName(t.text)) throw this.err(`${quoteInput(t.text)} is not a valid column name (a lowercase letter, then letters, digits or _)`, t);
+      if (cols.length >= this.lim.maxCols) throw limitError('zinc', 'the number of columns', this.lim.maxCols, 'maxCols', ` at line ${t.line}, column ${t.col}`);
+      if (seen.has(t.text)) throw this.err(`column ${quoteInput(t.text)} appears twice`, t);
       seen.add(t.text);
       cols.push({ name: t.text, meta: this.meta('column meta') });
       const sep = this.tk.peek();
@@ -401,7 +406,7 @@ class ZincReader {
         return cols;
       }
       if (sep.type === 'eof' || this.isSym(sep, '>>')) return cols;
-      throw this.err(`expected "," or end of line after column "${t.text}", found ${describe(sep)}`, sep);
+      throw this.err(`expected "," or end of line after column ${quoteInput(t.text)}, found ${describe(sep)}`, sep);
     }
   }
 
@@ -452,8 +457,8 @@ class ZincReader {
   private tag(rec: TagRecord, what: string): void {
     const t = this.tk.next();
     if (t.type !== 'id') throw this.err(`expected a tag name, found ${describe(t)}`, t);
-    if (!isTagName(t.text)) throw this.err(`"${t.text}" is not a valid ${what} name (a lowercase letter, then letters, digits or _)`, t);
-    if (t.text in rec) throw this.err(`${what} "${t.text}" appears twice`, t);
+    if (!isTagName(t.text)) throw this.err(`${quoteInput(t.text)} is not a valid ${what} name (a lowercase letter, then letters, digits or _)`, t);
+    if (t.text in rec) throw this.err(`${what} ${quoteInput(t.text)} appears twice`, t);
     if (!this.isSym(this.tk.peek(), ':')) {
       rec[t.text] = MARKER;
       return;
@@ -604,8 +609,8 @@ class ZincReader {
  * Parses Zinc text into a grid. Accepts `ver:"2.0"` and `ver:"3.0"`, blank lines between rows,
  * CRLF line ends, and a grid without columns (read as the empty grid). `ver` is not kept in meta.
  */
-export function readZinc(text: string): HGrid {
-  const r = new ZincReader(text);
+export function readZinc(text: string, lim: ShapeLimits = DEFAULT_SHAPE_LIMITS): HGrid {
+  const r = new ZincReader(text, lim);
   const g = r.grid(false);
   r.end();
   return g;
@@ -618,6 +623,6 @@ export function readZinc(text: string): HGrid {
 export function readZincVal(text: string): HVal {
   // A bare Ref (`id=@abc` in a query, the commonest value read alone) without the tokenizer.
   if (text.charCodeAt(0) === 64 && BARE_REF.test(text)) return new HRef(text.slice(1));
-  return new ZincReader(text).single();
+  return new ZincReader(text, DEFAULT_SHAPE_LIMITS).single();
 }
 const BARE_REF = /^@[A-Za-z0-9_:\-.~]+$/;

@@ -52,6 +52,13 @@ export const ErrorCodes = {
   REFERENCED: 'HL_REFERENCED',
   /** The configuration is invalid (every problem is listed). */
   BAD_CONFIG: 'HL_BAD_CONFIG',
+  /**
+   * A request is over a limit on its shape (nesting depth, length of a value, columns, length of
+   * a filter or range); the message names the limit and its value (docs/configuration.md).
+   */
+  LIMIT: 'HL_LIMIT',
+  /** Too many request bodies being read at once: retry after the time given (503, Retry-After). */
+  BUSY: 'HL_BUSY',
   /** The request body is larger than the configured limit. */
   TOO_LARGE: 'HL_TOO_LARGE',
   /** No supported format among those the request accepts, or an unsupported body type. */

@@ -17,6 +17,7 @@
  * writer is point state (point-state.ts) through setTransient; createRec and updateRec refuse
  * them (HL_LIVE_TAG), so a client can never store or fake a reading.
  */
+import { quoteInput } from '../lib/quote.js';
 import { compileFilter, filterHints, parseFilter, type FilterNode } from '../haystack/filter.js';
 import { HDateTime, HDict, HRef, type HVal, MARKER, REMOVE, equals, isRefId, newRecord } from '../haystack/values.js';
 import { UTC } from '../haystack/tz.js';
@@ -440,7 +441,7 @@ export class Model {
           else if (given instanceof HRef) {
             id = given.id;
             if (tx.get(id) !== undefined) throw new HayloftError(ErrorCodes.CONFLICT, `id @${id} already exists`);
-            if (!isRefId(id)) throw invalid(`"${id}" is not a valid id`);
+            if (!isRefId(id)) throw invalid(`${quoteInput(id)} is not a valid id`);
           } else throw invalid('id must be a Ref');
           rec.id = new HRef(id);
           for (const [tag, v] of row) {

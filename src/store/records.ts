@@ -4,6 +4,7 @@
  * request go in one batch, synced, so they are all-or-nothing and durable once acknowledged.
  */
 import { decodeVal, writeJsonVal } from '../haystack/json.js';
+import { STORED_SHAPE_LIMITS } from '../haystack/limits.js';
 import { HDict } from '../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Store, Sublevel } from './db.js';
@@ -27,7 +28,7 @@ export class RecordStore {
     for await (const [key, value] of this.store.rec.iterator()) {
       let d: unknown;
       try {
-        d = decodeVal(JSON.parse(value), `record ${key}`);
+        d = decodeVal(JSON.parse(value), `record ${key}`, STORED_SHAPE_LIMITS);
       } catch (e) {
         throw new HayloftError(ErrorCodes.STORE_UNAVAILABLE, `record ${key} in the data folder is corrupt: ${(e as Error).message}`, { cause: e });
       }

@@ -3,6 +3,7 @@
  * Clamping rather than refusing an out-of-range lease: a client asking for a week still gets a
  * working watch, and the answer's `lease` tells it what it got.
  */
+import { quoteInput } from '../lib/quote.js';
 import { HNumber, type HVal, kindOf } from '../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 
@@ -44,7 +45,7 @@ export function parseLease(v: HVal | undefined): Lease {
   if (!(v instanceof HNumber)) throw bad(`lease must be a Number, not a ${kindOf(v)}`);
   if (v.unit === null) return parseLease(new HNumber(v.val / SECOND, 's'));
   const unitMs = UNIT_MS[v.unit];
-  if (unitMs === undefined) throw bad(`lease unit "${v.unit}" is not a supported time unit`);
+  if (unitMs === undefined) throw bad(`lease unit ${quoteInput(v.unit)} is not a supported time unit`);
   if (!(v.val > 0)) throw bad(`lease must be more than 0 (got ${v.numText()} ${v.unit})`);
   const asked = v.val * unitMs;
   const ms = Math.round(Math.min(LEASE_MAX_MS, Math.max(LEASE_MIN_MS, asked)));

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { ErrorCodes } from '../../src/lib/errors.js';
 import { parseDateTime } from '../../src/haystack/datetime.js';
 import {
   type FilterNode,
@@ -277,7 +278,8 @@ test(t, 'nesting depth is bounded', (t) => {
   t.ok(filterEquals(parseFilter(ok), hasNode('a')));
   const deep = '('.repeat(MAX_FILTER_DEPTH + 1) + 'a' + ')'.repeat(MAX_FILTER_DEPTH + 1);
   t.throws(() => parseFilter(deep), { code: BAD_FILTER, message: new RegExp(`at column ${MAX_FILTER_DEPTH + 1}$`, 'u') });
-  t.throws(() => parseFilter('('.repeat(100_000)), { code: BAD_FILTER });
+  t.throws(() => parseFilter('('.repeat(4_000)), { code: BAD_FILTER });
+  t.throws(() => parseFilter('('.repeat(100_000)), { code: ErrorCodes.LIMIT, message: 'filter: a text of 100,000 chars is above the limit of 4,096 (maxFilterChars)' });
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -240,3 +240,38 @@ void t.test('writeJsonBytes: the UTF-8 of writeJsonGrid, kept for small row-buil
   t.not(writeJsonBytes(big), writeJsonBytes(big));
   t.end();
 });
+
+// Issue 18: grids nested 10,000 deep overflowed the decoder's stack (500 on every op). Each limit
+// is an HL_LIMIT error naming the limit and the place.
+t.test('limits on shape: nesting, long texts, columns', async (t) => {
+  const grid = (meta: string, cols: string, rows: string): string => `{"meta":{"ver":"3.0"${meta}},"cols":[${cols}],"rows":[${rows}]}`;
+  const nest = (n: number): string => '['.repeat(n) + ']'.repeat(n);
+  const big = 'x'.repeat(100_002);
+  const cases: [string, string, RegExp][] = [
+    ['a list 10,000 deep in a cell', grid('', '{"name":"a"}', `{"a":${nest(10_000)}}`), /^rows\[0\]\.a(\[0\]){32}: the nesting of lists, dicts and grids is above the limit of 32 \(maxDepth\)$/],
+    ['in grid meta', grid(`,"x":${nest(10_000)}`, '{"name":"a"}', ''), /^meta\.x(\[0\]){32}: .*\(maxDepth\)$/],
+    ['in column meta', grid('', `{"name":"a","x":${nest(10_000)}}`, ''), /^cols\[0\]\.x(\[0\]){32}: .*\(maxDepth\)$/],
+    ['dicts 5,000 deep', grid('', '{"name":"a"}', `{"a":${'{"b":'.repeat(5000)}1${'}'.repeat(5000)}}`), /\(maxDepth\)$/],
+    ['grids in grids', grid('', '{"name":"a"}', `{"a":${`{"meta":{"ver":"3.0"},"cols":[{"name":"a"}],"rows":[{"a":`.repeat(40)}1${'}]}'.repeat(40)}}`), /\(maxDepth\)$/],
+    ['one level too many', grid('', '{"name":"a"}', `{"a":${nest(33)}}`), /\(maxDepth\)$/],
+    ['a 100,002-char Ref', grid('', '{"name":"id"}', `{"id":"r:${big}"}`), /^rows\[0\]\.id: a text of 100,004 chars is above the limit of 65,536 \(maxValueChars\)$/],
+    ['a long Str in meta', grid(`,"dis":"s:${big}"`, '{"name":"a"}', ''), /^meta\.dis: a text of 100,004 chars .*\(maxValueChars\)$/],
+    ['a long column name', grid('', `{"name":"${big}"}`, ''), /^cols\[0\]\.name: a text of 100,002 chars .*\(maxValueChars\)$/],
+    ['a long tag name', grid(`,"${big}":"m:"`, '{"name":"a"}', ''), /^meta: a text of 100,002 chars .*\(maxValueChars\)$/],
+    ['1,001 columns', JSON.stringify({ meta: { ver: '3.0' }, cols: Array.from({ length: 1001 }, (_, i) => ({ name: `c${i}` })), rows: [] }), /^cols: 1,001 columns is above the limit of 1,000 \(maxCols\)$/],
+  ];
+  for (const [what, text, message] of cases) t.throws(() => readJsonGrid(text), { code: 'HL_LIMIT', message }, what);
+  t.equal(readJsonGrid(grid('', '{"name":"a"}', `{"a":${nest(32)}}`)).size, 1, '32 levels are accepted');
+  t.equal(readJsonGrid(grid('', '{"name":"a"}', `{"a":"s:${'x'.repeat(65_534)}"}`)).size, 1, 'a Str of 65,536 chars with its prefix is accepted');
+  const lim = { maxDepth: 32, maxValueChars: 10, maxCols: 2 };
+  t.throws(() => readJsonGrid(grid('', '{"name":"a"}', '{"a":"s:12345678901"}'), lim), { code: 'HL_LIMIT', message: /limit of 10 \(maxValueChars\)/ }, 'limits are the caller\'s');
+  t.throws(() => readJsonGrid(grid('', '{"name":"a"},{"name":"b"},{"name":"c"}', ''), lim), { code: 'HL_LIMIT', message: /limit of 2 \(maxCols\)/ });
+});
+
+t.test('error texts quote long input cut to 100 chars with its length', async (t) => {
+  const long = 'n:' + '9'.repeat(50_000) + 'x';
+  t.throws(() => readJsonGrid(`{"meta":{"ver":"3.0"},"cols":[{"name":"a"}],"rows":[{"a":"${long}"}]}`), {
+    code: 'HL_BAD_VALUE',
+    message: `rows[0].a: "n:${'9'.repeat(98)}…" (50,003 chars) is not a Number`,
+  });
+});

@@ -346,7 +346,12 @@ const badGrids: [string, string, string, number, number][] = [
   ['nested grid without columns or >>', 'ver:"3.0"\na\n<<\nver:"3.0"\n', ErrorCodes.BAD_ZINC, 5, 1],
   ['>> at top level', 'ver:"3.0"\na\n>>\n', ErrorCodes.BAD_ZINC, 3, 1],
   ['meta tag with colon but no value', 'ver:"3.0" a:\nb\n', ErrorCodes.BAD_ZINC, 1, 13],
-  ['hostile nesting', `ver:"3.0"\na\n${'['.repeat(100)}${']'.repeat(100)}\n`, ErrorCodes.BAD_ZINC, 3, 65],
+  // Limits on shape (src/haystack/limits.ts): HL_LIMIT, answered 400 naming the limit.
+  ['hostile nesting', `ver:"3.0"\na\n${'['.repeat(10_000)}${']'.repeat(10_000)}\n`, ErrorCodes.LIMIT, 3, 33],
+  ['nesting through dicts and grids', `ver:"3.0"\na\n${'{a:['.repeat(16)}<<\nver:"3.0"\nb\n1\n>>${']}'.repeat(16)}\n`, ErrorCodes.LIMIT, 3, 65],
+  ['a Str over maxValueChars', `ver:"3.0"\na\n"${'x'.repeat(70_000)}"\n`, ErrorCodes.LIMIT, 3, 1],
+  ['a name over maxValueChars', `ver:"3.0" ${'x'.repeat(70_000)}\na\n`, ErrorCodes.LIMIT, 1, 11],
+  ['columns over maxCols', `ver:"3.0"\n${Array.from({ length: 1001 }, (_, i) => `c${i}`).join(',')}\n`, ErrorCodes.LIMIT, 2, 4891],
 ];
 
 const badVals: [string, string, string, number, number][] = [

@@ -12,6 +12,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HisGrid } from '../../haystack/his-grid.js';
 import { HGrid } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
+import { quoteInput } from '../../lib/quote.js';
 import type { Principal } from '../../auth/auth.js';
 import { hasBody, readBodyText } from '../body.js';
 import type { Responder } from '../exchange.js';
@@ -67,7 +68,7 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
       const op = byName.get(name);
       if (op !== undefined) x.op = op.name;
       if (op === undefined) {
-        throw new HayloftError(ErrorCodes.UNKNOWN_OP, `there is no op "${name}": GET /api/ops lists them`);
+        throw new HayloftError(ErrorCodes.UNKNOWN_OP, `there is no op ${quoteInput(name)}: GET /api/ops lists them`);
       }
       const method = (req.method === 'HEAD' ? 'GET' : req.method) as HttpMethod;
       if (!op.methods.includes(method)) {
