@@ -7,6 +7,7 @@ import { AuthService, type Bootstrap } from './auth/auth.js';
 import { type ApiServer, createApiServer } from './api/server.js';
 import { allOps } from './api/ops/index.js';
 import type { Config } from './config/index.js';
+import { MAX_DEPTH } from './haystack/limits.js';
 import { timeZone } from './haystack/tz.js';
 import { type Clock, systemClock } from './lib/clock.js';
 import type { Logger } from './lib/log.js';
@@ -161,6 +162,15 @@ export class App {
         },
         log,
         maxBodyBytes: config.maxBodyBytes,
+        limits: {
+          maxRequestBodyBytes: config.maxRequestBodyBytes,
+          maxBodyBytesInFlight: config.maxBodyBytesInFlight,
+          shape: { maxDepth: MAX_DEPTH, maxValueChars: config.maxValueChars, maxCols: config.maxCols },
+          maxConnectionsPerAddress: config.maxConnectionsPerAddress,
+          headersTimeoutMs: config.headersTimeoutMs,
+          requestTimeoutMs: config.requestTimeoutMs,
+          keepAliveTimeoutMs: config.keepAliveTimeoutMs,
+        },
         debug: config.debug,
         metrics,
         metricsOpen: config.metricsOpen,

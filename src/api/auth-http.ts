@@ -75,7 +75,7 @@ function basicOf(req: IncomingMessage): { id: string; secret: string } {
 async function formOf(req: IncomingMessage): Promise<Record<string, string>> {
   if (!hasBody(req)) return {};
   const type = (req.headers['content-type'] ?? 'application/json').split(';')[0]?.trim().toLowerCase();
-  const text = await readBodyText(req, TOKEN_BODY_MAX);
+  const text = await readBodyText(req, TOKEN_BODY_MAX, { limitName: 'fixed for token requests' });
   const out: Record<string, string> = {};
   if (type === 'application/x-www-form-urlencoded') {
     for (const [k, v] of new URLSearchParams(text)) out[k] = v;

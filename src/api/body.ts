@@ -2,15 +2,26 @@
  * Reading a request body under a size limit. The limit is checked against Content-Length before
  * anything is read and again on every chunk while streaming, so a body over the limit is refused
  * as soon as it crosses it and is never held whole in memory (a device has little to spare).
+ * The bytes read are also taken from the server's budget of bodies in flight (guard.ts).
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import type { BodyBudget } from './guard.js';
 
-function tooLarge(maxBytes: number): HayloftError {
+const COUNT = new Intl.NumberFormat('en-US');
+
+function tooLarge(maxBytes: number, limitName: string): HayloftError {
   return new HayloftError(
     ErrorCodes.TOO_LARGE,
-    `the request body is larger than the limit of ${maxBytes} bytes (maxBodyBytes): send the data in smaller batches`,
+    `the request body is larger than the limit of ${COUNT.format(maxBytes)} bytes (${limitName}): send the data in smaller batches`,
   );
+}
+
+export interface BodyOptions {
+  /** The config key of the limit, named in the 413's message. */
+  limitName?: string;
+  /** Bytes held are taken from it while reading (HL_BUSY when it has none left). */
+  budget?: BodyBudget;
 }
 
 /** True when the request announces a body (a length above zero, or a transfer coding). */
@@ -21,9 +32,33 @@ export function hasBody(req: IncomingMessage): boolean {
 }
 
 /** Throws HL_TOO_LARGE when Content-Length already says the body is over the limit. */
-export function checkLength(req: IncomingMessage, maxBytes: number): void {
+export function checkLength(req: IncomingMessage, maxBytes: number, limitName = 'maxBodyBytes'): void {
   const len = req.headers['content-length'];
-  if (len !== undefined && Number(len) > maxBytes) throw tooLarge(maxBytes);
+  if (len !== undefined && Number(len) > maxBytes) throw tooLarge(maxBytes, limitName);
+}
+
+/** How long the rest of a refused body is read and dropped after the answer went out. */
+const DRAIN_MS = 5000;
+
+/**
+ * After answering a request whose body was not read (refused before or while reading it): the
+ * answer goes out on a connection that stays open, the rest of the body is read and dropped (no
+ * memory), and the connection is cut only if the body has not ended DRAIN_MS after the answer
+ * was flushed. Closing at once, with the upload still arriving, made the kernel reset the
+ * connection, and a client still sending saw EPIPE instead of the 413.
+ */
+export function drainRefused(req: IncomingMessage, res: ServerResponse): void {
+  req.resume();
+  res.once('finish', () => {
+    if (req.complete) return;
+    const socket = req.socket;
+    const timer = setTimeout(() => {
+      if (!req.complete) socket.destroy();
+    }, DRAIN_MS);
+    timer.unref();
+    socket.once('close', () => clearTimeout(timer));
+    req.once('end', () => clearTimeout(timer));
+  });
 }
 
 /**
@@ -31,9 +66,18 @@ export function checkLength(req: IncomingMessage, maxBytes: number): void {
  * answers 413 and closes the connection), HL_BAD_REQUEST when the body is not UTF-8 or the client
  * went away before sending all of it.
  */
-export function readBodyText(req: IncomingMessage, maxBytes: number): Promise<string> {
+export function readBodyText(req: IncomingMessage, maxBytes: number, opts: BodyOptions = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    checkLength(req, maxBytes);
+    const limitName = opts.limitName ?? 'maxBodyBytes';
+    checkLength(req, maxBytes, limitName);
+    const budget = opts.budget;
+    // With a Content-Length the whole body is taken at once, before reading; else chunk by chunk.
+    const announced = Number(req.headers['content-length'] ?? NaN);
+    let taken = 0;
+    if (budget !== undefined && announced > 0) {
+      budget.take(announced);
+      taken = announced;
+    }
     const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
@@ -43,6 +87,9 @@ export function readBodyText(req: IncomingMessage, maxBytes: number): Promise<st
       req.off('end', onEnd);
       req.off('error', onError);
       req.off('close', onClose);
+      // The text decoded from the chunks is the caller's now; the budget counts bodies being read.
+      budget?.give(taken);
+      taken = 0;
     };
     const fail = (e: HayloftError): void => {
       if (settled) return;
@@ -55,8 +102,18 @@ export function readBodyText(req: IncomingMessage, maxBytes: number): Promise<st
       size += chunk.length;
       if (size > maxBytes) {
         req.pause();
-        fail(tooLarge(maxBytes));
+        fail(tooLarge(maxBytes, limitName));
         return;
+      }
+      if (budget !== undefined && size > taken) {
+        try {
+          budget.take(size - taken);
+          taken = size;
+        } catch (e) {
+          req.pause();
+          fail(e as HayloftError);
+          return;
+        }
       }
       chunks.push(chunk);
     };

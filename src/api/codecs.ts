@@ -5,6 +5,7 @@
  */
 import { writeCsv } from '../haystack/csv.js';
 import { readJsonGrid, writeJsonBytes, writeJsonChunks, writeJsonGrid } from '../haystack/json.js';
+import type { ShapeLimits } from '../haystack/limits.js';
 import type { HGrid } from '../haystack/values.js';
 import { readZinc, writeZinc, writeZincChunks } from '../haystack/zinc.js';
 
@@ -13,7 +14,8 @@ export interface Codec {
   readonly mime: string;
   /** The Content-Type header sent with a response in this format. */
   readonly contentType: string;
-  readonly read?: (text: string) => HGrid;
+  /** Decodes a request body; `lim` bounds its shape (HL_LIMIT past it). */
+  readonly read?: (text: string, lim?: ShapeLimits) => HGrid;
   readonly write?: (grid: HGrid) => string;
   /** `write` as UTF-8 bytes, where the format can keep them for grids answered again. */
   readonly bytes?: (grid: HGrid) => Buffer;

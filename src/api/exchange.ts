@@ -8,7 +8,7 @@ import type { HGrid } from '../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { Metrics } from '../lib/metrics.js';
-import { hasBody } from './body.js';
+import { drainRefused, hasBody } from './body.js';
 import { type Codec, JSON_CODEC } from './codecs.js';
 import { errorGrid, errorHeaders, statusOf } from './http-errors.js';
 
@@ -66,10 +66,11 @@ export class Responder {
       'Content-Length': body.length,
       Vary: 'Accept',
     };
-    // Closing, or a body not read (refused before or while reading it): end the connection
-    // rather than let Node read and discard the rest of an upload nobody will use. (A request
-    // without a body is not yet `complete` while its answer is written in the same tick.)
-    if (this.closing || (!req.complete && hasBody(req))) headers.Connection = 'close';
+    // Closing: end the connection. A body not read (refused before or while reading it): the
+    // answer goes first, then the rest is drained (body.ts). (A request without a body is not
+    // yet `complete` while its answer is written in the same tick.)
+    if (this.closing) headers.Connection = 'close';
+    else if (!req.complete && hasBody(req)) drainRefused(req, res);
     res.writeHead(status, headers);
     res.end(req.method === 'HEAD' ? undefined : body);
   }

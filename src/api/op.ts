@@ -60,6 +60,11 @@ export interface Op {
   methods: readonly HttpMethod[];
   /** Needed (for some entities at least) to call the op at all; checked by the server. */
   permission?: Permission;
+  /**
+   * Takes bodies up to maxBodyBytes (bulk writes: hisWrite, createRec, updateRec); every other
+   * op's body is held to the far smaller maxRequestBodyBytes.
+   */
+  largeBody?: boolean;
   run(req: OpRequest): HGrid | Promise<HGrid>;
 }
 

@@ -4,6 +4,7 @@
  * node server itself (an `upgrade` listener for websockets), an `attach` hook. The server owns
  * the mechanics every route shares (exchange, metrics, error grids, draining at close).
  */
+import type { BodyBudget, ServerLimits } from './guard.js';
 import type http from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../lib/log.js';
@@ -29,8 +30,12 @@ export interface RouteKit {
   log: Logger;
   /** Bearer authentication and impersonation as the ops get it; null on a server without auth. */
   auth: AuthHttp | null;
-  /** Largest request body accepted, in bytes. */
+  /** Largest request body of the bulk-write ops, in bytes (limits.maxBodyBytes). */
   maxBodyBytes: number;
+  /** Request limits (guard.ts): bodies per op, shape of grids, connections, timeouts. */
+  limits: ServerLimits;
+  /** Bytes of request bodies being read at once, shared by every route that reads one. */
+  budget: BodyBudget;
 }
 
 export interface RouteGroup {

@@ -19,6 +19,7 @@ import type { Metrics } from '../lib/metrics.js';
 import { authHttp } from './auth-http.js';
 import { JSON_CODEC } from './codecs.js';
 import { ExchangeRequest, pathOf, Responder } from './exchange.js';
+import { BodyBudget, CONNECTIONS_CHECKING_INTERVAL_MS, DEFAULT_SERVER_LIMITS, type ServerLimits, guardServer } from './guard.js';
 import { errorGrid } from './http-errors.js';
 import type { Op, OpContext } from './op.js';
 import type { RouteGroup, RouteHandler, RouteKit, RouteMethod } from './routes.js';
@@ -40,8 +41,10 @@ export interface ApiServerOptions {
   auth: AuthService | null;
   ctx: OpContext;
   log: Logger;
-  /** Largest request body accepted, in bytes (Config.maxBodyBytes). */
+  /** Largest request body of the bulk-write ops (`largeBody`), in bytes (Config.maxBodyBytes). */
   maxBodyBytes: number;
+  /** The other limits of guard.ts (Config); absent ones take DEFAULT_SERVER_LIMITS. */
+  limits?: Partial<Omit<ServerLimits, 'maxBodyBytes'>>;
   /** Error grids carry `errTrace` (Config.debug). */
   debug: boolean;
   /**
@@ -70,6 +73,7 @@ export interface ApiServer {
 
 export function createApiServer(opts: ApiServerOptions): ApiServer {
   const { log } = opts;
+  const limits: ServerLimits = { ...DEFAULT_SERVER_LIMITS, ...opts.limits, maxBodyBytes: opts.maxBodyBytes };
   const closeTimeoutMs = opts.closeTimeoutMs ?? 10_000;
   const respond = new Responder(log, opts.debug, opts.metrics);
   const inFlight = new Set<ServerResponse>();
@@ -104,6 +108,8 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
         ? null
         : authHttp(opts.auth, (req, e) => log.error({ err: e, reqId: respond.exchangeOf(req).id, path: pathOf(req) }, 'unexpected error in authentication')),
     maxBodyBytes: opts.maxBodyBytes,
+    limits,
+    budget: new BodyBudget(limits.maxBodyBytesInFlight),
   };
 
   function route(method: RouteMethod, path: string, handler: RouteHandler, name?: string): void {
@@ -161,7 +167,8 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     }
   }
 
-  const server = http.createServer({ IncomingMessage: ExchangeRequest });
+  const server = http.createServer({ IncomingMessage: ExchangeRequest, connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS });
+  guardServer(server, limits, log);
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     track(req, res);
     // polka creates its own `next` when given none.
@@ -171,7 +178,9 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
   // 16 KiB limit, a timeout): answer if the socket still can, never throw.
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
     log.debug({ code: err.code, reason: err.message }, 'malformed HTTP request');
-    if (err.code === 'ECONNRESET' || !socket.writable) {
+    // HPE_INVALID_EOF_STATE: the client ended its side mid-body (it gave up an upload already
+    // answered, 413 say): there is no one left to answer.
+    if (err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE' || !socket.writable) {
       socket.destroy();
       return;
     }

@@ -18,8 +18,24 @@ export interface Config {
   readonly host: string;
   /** HTTP port; 0 picks a free one (tests). */
   readonly port: number;
-  /** Largest request body accepted, in bytes. */
+  /** Largest request body of the ops that write in bulk (hisWrite, createRec, updateRec), in bytes. */
   readonly maxBodyBytes: number;
+  /** Largest request body of every other op (reads, watches, deletes), in bytes. */
+  readonly maxRequestBodyBytes: number;
+  /** Bytes of request bodies being read at once, all clients together; past it: 503 with Retry-After. */
+  readonly maxBodyBytesInFlight: number;
+  /** Characters of one Str, Ref, Uri (or any value text, or a tag name) in a request. */
+  readonly maxValueChars: number;
+  /** Columns of one grid in a request. */
+  readonly maxCols: number;
+  /** Open connections from one client address (HTTP and HTTPS each); past it new ones are closed. */
+  readonly maxConnectionsPerAddress: number;
+  /** Time a client has to send a request's headers, in ms. */
+  readonly headersTimeoutMs: number;
+  /** Time a client has to send a whole request (headers and body), in ms. */
+  readonly requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this many ms. */
+  readonly keepAliveTimeoutMs: number;
   /** What `about` reports as serverName. */
   readonly serverName: string;
   /** The server's default zone, a Haystack zone name (`New_York`, `UTC`). */
@@ -133,6 +149,52 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
     // uplink catching up, while still bounding what one request can make the device hold.
     default: () => 64 * MIB,
     parse: (raw) => integer(raw, 1024, 1024 * MIB),
+  },
+  // Reads, watches and deletes by id need little: 1 MiB holds some 25,000 ids. Answered 413
+  // from Content-Length before anything is read.
+  maxRequestBodyBytes: {
+    env: 'HAYLOFT_MAX_REQUEST_BODY_BYTES',
+    default: () => MIB,
+    parse: (raw) => integer(raw, 1024, 1024 * MIB),
+  },
+  // Two full-size uploads at once, bounded whatever the number of clients: a 1 GB device keeps
+  // its memory for the model and the history.
+  maxBodyBytesInFlight: {
+    env: 'HAYLOFT_MAX_BODY_BYTES_IN_FLIGHT',
+    default: () => 128 * MIB,
+    parse: (raw) => integer(raw, 1024, 16 * 1024 * MIB),
+  },
+  maxValueChars: {
+    env: 'HAYLOFT_MAX_VALUE_CHARS',
+    default: () => 65_536,
+    parse: (raw) => integer(raw, 256, 64 * MIB),
+  },
+  maxCols: {
+    env: 'HAYLOFT_MAX_COLS',
+    default: () => 1_000,
+    parse: (raw) => integer(raw, 10, 1_000_000),
+  },
+  // A dashboard or supervisor opens a handful; a runaway client or a slowloris opens hundreds.
+  maxConnectionsPerAddress: {
+    env: 'HAYLOFT_MAX_CONNECTIONS_PER_ADDRESS',
+    default: () => 64,
+    parse: (raw) => integer(raw, 1, 100_000),
+  },
+  headersTimeoutMs: {
+    env: 'HAYLOFT_HEADERS_TIMEOUT_MS',
+    default: () => 10_000,
+    parse: (raw) => integer(raw, 1000, 600_000),
+  },
+  // Long enough for a full-size upload over a slow building network (64 MiB at 4 Mbit/s).
+  requestTimeoutMs: {
+    env: 'HAYLOFT_REQUEST_TIMEOUT_MS',
+    default: () => 300_000,
+    parse: (raw) => integer(raw, 1000, 3_600_000),
+  },
+  keepAliveTimeoutMs: {
+    env: 'HAYLOFT_KEEP_ALIVE_TIMEOUT_MS',
+    default: () => 5_000,
+    parse: (raw) => integer(raw, 100, 600_000),
   },
   serverName: {
     env: 'HAYLOFT_SERVER_NAME',

@@ -209,7 +209,7 @@ t.test('413 for a body over the limit, without reading all of it', async (t) => 
     });
     t.equal(r.status, 413);
     t.equal(errOf(gridFromJson(r.body))?.code, ErrorCodes.TOO_LARGE);
-    t.match(errOf(gridFromJson(r.body))?.dis, /4096 bytes/);
+    t.match(errOf(gridFromJson(r.body))?.dis, /4,096 bytes/);
   });
 
   t.test('chunked, crossing the limit while streaming', async (t) => {

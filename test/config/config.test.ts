@@ -27,6 +27,18 @@ function file(t: Test, content: unknown, name = 'hayloft.json'): string {
   return p;
 }
 
+/** The defaults of the keys of issue 18 (request limits, slow clients). */
+const GUARD_DEFAULTS = {
+  maxRequestBodyBytes: 1024 * 1024,
+  maxBodyBytesInFlight: 128 * 1024 * 1024,
+  maxValueChars: 65_536,
+  maxCols: 1000,
+  maxConnectionsPerAddress: 64,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 300_000,
+  keepAliveTimeoutMs: 5000,
+};
+
 t.test('defaults', async (t) => {
   const c = loadConfig({ ...base, env: {} });
   t.same(c, {
@@ -44,6 +56,7 @@ t.test('defaults', async (t) => {
     bacnetInterface: '0.0.0.0',
     bacnetPort: 47808,
     bacnetTimeoutMs: 3000,
+    ...GUARD_DEFAULTS,
     uplink: null,
     configFile: null,
   });
@@ -75,6 +88,7 @@ t.test('file, then environment over it, then --config choosing the file', async 
     bacnetInterface: '0.0.0.0',
     bacnetPort: 47808,
     bacnetTimeoutMs: 3000,
+    ...GUARD_DEFAULTS,
     uplink: null,
     configFile: f,
   });
@@ -102,6 +116,9 @@ t.test('every validation error, each named with its source', async (t) => {
     ['port fractional (file)', { port: 80.5 }, {}, 'port', /an integer/],
     ['maxBodyBytes too small', { maxBodyBytes: 10 }, {}, 'maxBodyBytes', /an integer from 1024/],
     ['maxBodyBytes not a number', { maxBodyBytes: '64MB' }, {}, 'maxBodyBytes', /an integer/],
+    ['maxValueChars too small (env)', null, { HAYLOFT_MAX_VALUE_CHARS: '10' }, 'maxValueChars', /an integer from 256/],
+    ['maxCols not a number', { maxCols: 'many' }, {}, 'maxCols', /an integer from 10/],
+    ['headersTimeoutMs too small', { headersTimeoutMs: 5 }, {}, 'headersTimeoutMs', /an integer from 1000/],
     ['host blank', { host: ' ' }, {}, 'host', /IP address or host name/],
     ['host with a space (env)', null, { HAYLOFT_HOST: 'my host' }, 'host', /no spaces/],
     ['dataDir not a string', { dataDir: 42 }, {}, 'dataDir', /a folder path/],

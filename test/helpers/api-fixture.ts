@@ -54,6 +54,8 @@ export async function startServer(
     ctx: fakeCtx(clock, log),
     log,
     maxBodyBytes: opts.maxBodyBytes ?? 64 * 1024,
+    // One limit for every op here: the fake ops are not bulk writes.
+    limits: { maxRequestBodyBytes: opts.maxBodyBytes ?? 64 * 1024 },
     debug: opts.debug ?? false,
     ...(opts.closeTimeoutMs === undefined ? {} : { closeTimeoutMs: opts.closeTimeoutMs }),
   });

@@ -268,6 +268,7 @@ export const hisWriteOp: Op = {
   summary: 'Write history samples of one or more points (all or nothing)',
   methods: ['POST'],
   permission: 'HIS_WRITE',
+  largeBody: true,
   async run(req) {
     const { writes } = writeRequest(req);
     const history = historyOf(req);

@@ -128,6 +128,7 @@ export const createRecOp: Op = {
   summary: 'Create records (one per row); returns them with their ids',
   methods: ['POST'],
   permission: 'MODEL_CREATE',
+  largeBody: true,
   async run(req) {
     needRows(req);
     return result(await req.ctx.model.create(req.grid.rows, guardOf(req)));
@@ -139,6 +140,7 @@ export const updateRecOp: Op = {
   summary: 'Change, add (value) or remove (-: or x:) tags of records named by id',
   methods: ['POST'],
   permission: 'MODEL_UPDATE',
+  largeBody: true,
   async run(req) {
     needRows(req);
     return result(await req.ctx.model.update(req.grid.rows, guardOf(req)));

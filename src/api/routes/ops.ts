@@ -14,7 +14,8 @@ import { HGrid } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import { quoteInput } from '../../lib/quote.js';
 import type { Principal } from '../../auth/auth.js';
-import { hasBody, readBodyText } from '../body.js';
+import { checkLength, hasBody, readBodyText } from '../body.js';
+import type { Codec } from '../codecs.js';
 import type { Responder } from '../exchange.js';
 import { type NegotiationCache, requestCodec, responseCodec } from '../negotiate.js';
 import type { HttpMethod, Op, OpContext } from '../op.js';
@@ -46,13 +47,15 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
   let kit: RouteKit | undefined;
   let respond: Responder;
 
-  async function bodyGrid(req: IncomingMessage): Promise<HGrid> {
+  async function bodyGrid(req: IncomingMessage, op: Op): Promise<HGrid> {
     // Check the type before reading: no point receiving a body that cannot be decoded.
     const codec = requestCodec(req.headers['content-type']);
     if (!hasBody(req)) return HGrid.empty();
-    const text = await readBodyText(req, (kit as RouteKit).maxBodyBytes);
+    const { limits, budget } = kit as RouteKit;
+    const large = op.largeBody === true;
+    const text = await readBodyText(req, large ? limits.maxBodyBytes : limits.maxRequestBodyBytes, { limitName: large ? 'maxBodyBytes' : 'maxRequestBodyBytes', budget });
     if (text.trim() === '') return HGrid.empty();
-    return (codec.read as (t: string) => HGrid)(text);
+    return (codec.read as NonNullable<Codec['read']>)(text, limits.shape);
   }
 
   /**
@@ -76,6 +79,12 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
         throw new HayloftError(ErrorCodes.METHOD_NOT_ALLOWED, `${op.name} does not accept ${req.method}: use ${op.methods.join(' or ')}`);
       }
       x.codec = responseCodec(req.headers.accept, negotiated);
+      // 413 from Content-Length at once, before the token is checked or a byte of body read.
+      if (method === 'POST') {
+        const limits = (kit as RouteKit).limits;
+        if (op.largeBody === true) checkLength(req, limits.maxBodyBytes, 'maxBodyBytes');
+        else checkLength(req, limits.maxRequestBodyBytes, 'maxRequestBodyBytes');
+      }
       const authH = (kit as RouteKit).auth;
       const principal = authH === null ? null : authH.principal(req);
       if (principal instanceof Promise || method !== 'GET') {
@@ -101,7 +110,7 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
       const principal = await pending;
       // Before reading a body: no point receiving what the caller may not send.
       permit(op, principal);
-      const grid = method === 'GET' ? queryGrid(search) : await bodyGrid(req);
+      const grid = method === 'GET' ? queryGrid(search) : await bodyGrid(req, op);
       await runOp(req, res, op, method, principal, grid);
     } catch (e) {
       respond.sendError(req, res, e);
