@@ -585,10 +585,10 @@ t.test('request bodies in JSON and Zinc; answers by Accept', async (t) => {
 
 t.test('a body over the size limit gives 413; the server keeps serving', async (t) => {
   // The configured minimum is 1024 bytes.
-  const r = await startApp(t, { env: { HAYLOFT_MAX_BODY_BYTES: '2048' } });
+  const r = await startApp(t, { env: { HAYLOFT_MAX_BODY_BYTES: '2048', HAYLOFT_MAX_REQUEST_BODY_BYTES: '2048' } });
   const c = client(r);
   const big = await c.post('createRec', { site: MARKER, name: 'big', dis: 'x'.repeat(5000) });
-  failed(t, big, 413, ErrorCodes.TOO_LARGE, /larger than the limit of 2048 bytes/, 'over the limit');
+  failed(t, big, 413, ErrorCodes.TOO_LARGE, /larger than the limit of 2,048 bytes \(maxBodyBytes\)/, 'over the limit');
   // Chunked (no Content-Length): refused while streaming.
   const chunks = new ReadableStream<Uint8Array>({
     start(ctl) {
