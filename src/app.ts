@@ -16,6 +16,8 @@ import { Store } from './store/db.js';
 import { RecordStore } from './store/records.js';
 import { WatchManager } from './watch/index.js';
 import { PointState } from './model/point-state.js';
+import { PointWriter } from './model/point-writer.js';
+import { WriteStore } from './store/write-store.js';
 import { HistoryStore } from './store/history.js';
 import type { HealthReport } from './api/server.js';
 import { Metrics } from './lib/metrics.js';
@@ -79,6 +81,7 @@ interface Parts {
   auth: AuthService;
   history: HistoryStore;
   points: PointState;
+  writer: PointWriter;
   drivers: DriverRegistry;
   watches: WatchManager;
   server: ApiServer;
@@ -92,6 +95,8 @@ export class App {
   readonly history: HistoryStore;
   /** The owner of points' live tags (cur*, his*, conn*, write*, sync*). */
   readonly points: PointState;
+  /** Priority arrays of writable points: pointWrite, and (later) MQTT commands, call it. */
+  readonly writer: PointWriter;
   readonly watches: WatchManager;
   private readonly server: ApiServer;
   private readonly drivers: DriverRegistry;
@@ -116,6 +121,7 @@ export class App {
     this.auth = parts.auth;
     this.history = parts.history;
     this.points = parts.points;
+    this.writer = parts.writer;
     this.drivers = parts.drivers;
     this.watches = parts.watches;
     this.server = parts.server;
@@ -138,7 +144,10 @@ export class App {
       // Built here (no I/O until a connector opens) so point state knows which tags name a
       // driver's connector, for the ops as for the poller.
       const drivers = driversOf(config, log);
-      const points = new PointState({ model, history, driverRefTags: drivers.all().map((d) => d.refTag) });
+      const points = new PointState({ model, history, drivers: drivers.all() });
+      const writer = new PointWriter({ model, points, store: new WriteStore(store), clock, log });
+      // Timed overrides that ended while stopped are relinquished before anything reads them.
+      await writer.start();
       const watches = new WatchManager({
         model,
         clock,
@@ -159,6 +168,7 @@ export class App {
           watches,
           history,
           points,
+          writer,
         },
         log,
         maxBodyBytes: config.maxBodyBytes,
@@ -177,7 +187,7 @@ export class App {
         health: () => healthOf(store, (clock.now() - bootTime) / 1000),
         backup: () => backupStream(store, { productVersion: productVersion(), now: clock.now() }),
       });
-      const app = new App(config, log, { store, model, auth, history, points, drivers, watches, server });
+      const app = new App(config, log, { store, model, auth, history, points, writer, drivers, watches, server });
       app.metrics = metrics;
       const withHistory: string[] = [];
       for (const id of history.points()) {
@@ -240,6 +250,7 @@ export class App {
     await this.poller?.stop();
     await this.drivers.close();
     this.unsubscribe();
+    this.writer.stop();
     this.watches.stop();
     this.auth.stop();
     await this.history.stop();

@@ -20,6 +20,8 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   [ErrorCodes.UNKNOWN_TZ]: 400,
   [ErrorCodes.INVALID_RECORD]: 400,
   [ErrorCodes.LIVE_TAG]: 400,
+  [ErrorCodes.NOT_WRITABLE]: 400,
+  [ErrorCodes.OUT_OF_RANGE]: 400,
   [ErrorCodes.CONFLICT]: 400,
   [ErrorCodes.REFERENCED]: 400,
   // 400, not 404: wire-notes §2 answers an unknown point of a his op with 400, and 404 is kept

@@ -13,6 +13,7 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import type { Model } from '../model/model.js';
 import type { PointState } from '../model/point-state.js';
+import type { PointWriter } from '../model/point-writer.js';
 import type { WatchManager } from '../watch/index.js';
 import type { HistoryStore } from '../store/history.js';
 
@@ -40,6 +41,8 @@ export interface OpContext {
   history: HistoryStore;
   /** The owner of points' live tags (hisWrite tells it what it wrote). */
   points: PointState;
+  /** Priority arrays of writable points (pointWrite, pointWriteAudit). */
+  writer: PointWriter;
 }
 
 export interface OpRequest {

@@ -2,9 +2,13 @@
  * Permissions (wire-notes §3): a user's `roleRef` names a `role` whose `actionPolicyRefs` list
  * `actionPolicy` entities; each grants `permissions` (List of Str), scoped by an optional
  * `filter` (Str) to the entities it matches. A policy without a filter applies to everything.
+ *
+ * POINT_WRITE (pointWrite) is bounded by level too: a policy's `pointWriteLevel` (Number, 1-17)
+ * is the highest-priority level it lets its holders write, so `pointWriteLevel: 8` allows levels
+ * 8 to 17 (a technician's manual override, not emergency level 1). Without it, every level.
  */
 import { compileFilter, parseFilter, type CompiledFilter } from '../haystack/filter.js';
-import { type HDict, HRef, type HVal } from '../haystack/values.js';
+import { type HDict, HNumber, HRef, type HVal } from '../haystack/values.js';
 import type { Model } from '../model/model.js';
 
 export const PERMISSIONS = [
@@ -14,6 +18,7 @@ export const PERMISSIONS = [
   'MODEL_DELETE',
   'HIS_READ',
   'HIS_WRITE',
+  'POINT_WRITE',
   'WATCH',
   'IMPERSONATE',
   'USER_ADMIN',
@@ -28,6 +33,8 @@ export function isPermission(s: string): s is Permission {
 export class Grants {
   private readonly all = new Set<Permission>();
   private readonly scoped = new Map<Permission, CompiledFilter[]>();
+  /** POINT_WRITE grants with their highest-priority level (filter null: every entity). */
+  private readonly writeLevels: { filter: CompiledFilter | null; level: number }[] = [];
 
   constructor(
     private readonly model: Model,
@@ -48,6 +55,12 @@ export class Grants {
       }
       for (const x of perms as readonly HVal[]) {
         if (typeof x !== 'string' || !isPermission(x)) continue;
+        if (x === 'POINT_WRITE') {
+          const lv = p.get('pointWriteLevel');
+          // A level that is not 1-17 grants nothing rather than everything.
+          if (lv !== undefined && !(lv instanceof HNumber && Number.isInteger(lv.val) && lv.val >= 1 && lv.val <= 17)) continue;
+          this.writeLevels.push({ filter, level: lv instanceof HNumber ? lv.val : 1 });
+        }
         if (filter === null) this.all.add(x);
         else {
           let list = this.scoped.get(x);
@@ -75,6 +88,20 @@ export class Grants {
     if (list === undefined) return false;
     const resolve = (r: HRef): HDict | undefined => this.model.get(r.id);
     return list.some((f) => f(entity, resolve));
+  }
+
+  /**
+   * The highest-priority (lowest) level the user may write to this point through any policy
+   * granting POINT_WRITE for it; undefined when none does.
+   */
+  writeLevelFor(entity: HDict): number | undefined {
+    let best: number | undefined;
+    const resolve = (r: HRef): HDict | undefined => this.model.get(r.id);
+    for (const g of this.writeLevels) {
+      if (best !== undefined && g.level >= best) continue;
+      if (g.filter === null || g.filter(entity, resolve)) best = g.level;
+    }
+    return best;
   }
 
   /** The granted permissions, for display. */

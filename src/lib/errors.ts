@@ -46,6 +46,10 @@ export const ErrorCodes = {
    * readings come from drivers and hisWrite, writes go through pointWrite.
    */
   LIVE_TAG: 'HL_LIVE_TAG',
+  /** pointWrite of a record that is not a point with the `writable` marker. */
+  NOT_WRITABLE: 'HL_NOT_WRITABLE',
+  /** pointWrite of a Number outside the point's `minVal`/`maxVal`. */
+  OUT_OF_RANGE: 'HL_OUT_OF_RANGE',
   /** `name` already used by a sibling, or a supplied id already exists. */
   CONFLICT: 'HL_CONFLICT',
   /** deleteRec of an entity that others reference. */

@@ -9,7 +9,8 @@
  * - the history ops: `hisWritten` after hisWrite (a point without a driver takes its newest
  *   sample as curVal), `refreshFromHistory` after hisDelete and at start;
  * - the uplink: `setSync`;
- * - pointWrite (writes*): the effective value of the priority array.
+ * - the point writer (point-writer.ts): `setWrite` with the effective value of the priority
+ *   array; the poller: `setWrite` with how writing it to the device went.
  *
  * The tags live in the model's memory (Model.setTransient): read and filters see them, nothing
  * is written to disk per change, watches hear of changes. Clients cannot set them: the model
@@ -71,27 +72,53 @@ export interface SyncTags {
   syncLast?: HDateTime | null;
 }
 
+export type WriteStatus = 'ok' | 'down' | 'fault' | 'disabled' | 'pending' | 'unknown';
+
+/** Changes to a point's write state; a tag left out is unchanged, null removes it. */
+export interface WriteTags {
+  writeVal?: HVal | null;
+  writeLevel?: HNumber | null;
+  writeStatus?: WriteStatus | null;
+  writeErr?: string | null;
+}
+
+/** What point state needs to know of a driver: the tags that bind a point to it. */
+export interface DriverTags {
+  /** The Ref tag naming its connector (`modbusConnRef`). */
+  readonly refTag: string;
+  /** The tag holding the address it writes to (`modbusWrite`), for drivers that write. */
+  readonly writeTag?: string;
+}
+
 export interface PointStateOptions {
   model: Model;
   history: HistoryStore;
-  /** The Ref tags naming a driver's connector (`Driver.refTag` of every registered driver). */
-  driverRefTags: readonly string[];
+  /** The registered drivers' tags (from the driver registry). */
+  drivers: readonly DriverTags[];
 }
 
 export class PointState {
   private readonly model: Model;
   private readonly history: HistoryStore;
-  private readonly driverRefTags: readonly string[];
+  private readonly drivers: readonly DriverTags[];
 
   constructor(opts: PointStateOptions) {
     this.model = opts.model;
     this.history = opts.history;
-    this.driverRefTags = [...opts.driverRefTags];
+    this.drivers = [...opts.drivers];
   }
 
   /** Whether a driver reads the point (it names a driver's connector): it then owns curVal. */
   fedByDriver(rec: HDict): boolean {
-    return this.driverRefTags.some((t) => rec.has(t));
+    return this.drivers.some((d) => rec.has(d.refTag));
+  }
+
+  /**
+   * Whether a driver writes the point (its connector Ref and that driver's write address): the
+   * poller then owns writeStatus and writeErr.
+   */
+  writtenByDriver(rec: HDict): boolean {
+    return this.drivers.some((d) => d.writeTag !== undefined && rec.has(d.refTag) && rec.has(d.writeTag));
   }
 
   /** A cur point without a driver: hisWrite's newest sample is its current value. */
@@ -107,6 +134,11 @@ export class PointState {
   /** Sets a connector's link status; null status removes both tags. */
   setConn(id: string, status: string | null, err: string | null): void {
     this.model.setTransient(id, { connStatus: status, connErr: status === null ? null : err });
+  }
+
+  /** Sets a point's write state (the point writer: writeVal/writeLevel; the poller: writeStatus/writeErr). */
+  setWrite(id: string, tags: WriteTags): void {
+    this.model.setTransient(id, tags as Record<string, HVal>);
   }
 
   /** Sets a point's uplink status. */

@@ -26,6 +26,10 @@ export class Store {
   readonly auth: Sublevel;
   readonly sync: Sublevel;
   readonly meta: Sublevel;
+  /** Priority arrays of writable points (write-store.ts). */
+  readonly write: Sublevel;
+  /** The bounded log of point writes (write-store.ts). */
+  readonly audit: Sublevel;
 
   private constructor(dir: string, db: ClassicLevel<string, string>) {
     this.dir = dir;
@@ -36,6 +40,8 @@ export class Store {
     this.auth = db.sublevel<string, string>('auth', { keyEncoding: 'utf8', valueEncoding: 'utf8' });
     this.sync = db.sublevel<string, string>('sync', { keyEncoding: 'utf8', valueEncoding: 'utf8' });
     this.meta = db.sublevel<string, string>('meta', { keyEncoding: 'utf8', valueEncoding: 'utf8' });
+    this.write = db.sublevel<string, string>('write', { keyEncoding: 'utf8', valueEncoding: 'utf8' });
+    this.audit = db.sublevel<string, string>('audit', { keyEncoding: 'utf8', valueEncoding: 'utf8' });
   }
 
   /** Opens (creating when new) the store in `dataDir`. */

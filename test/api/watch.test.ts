@@ -11,7 +11,7 @@ import type { CurTags } from '../../src/model/point-state.js';
 import { ErrorCodes } from '../../src/lib/errors.js';
 import { type Running, startApp } from '../helpers/app.js';
 import { readZincVal } from '../../src/haystack/zinc.js';
-import { type Answer, errOf, gridOf, postGrid } from '../helpers/http.js';
+import { type Answer, errOf, expectError, expectOk, gridOf, postGrid } from '../helpers/http.js';
 
 type Tap = Test;
 type Meta = Readonly<Record<string, HVal>>;
@@ -20,19 +20,8 @@ const T0 = Date.UTC(2024, 0, 15, 9, 0, 0);
 const SEC = 1000;
 const MIN = 60 * SEC;
 
-function ok(t: Tap, a: Answer, what: string): HGrid {
-  t.equal(a.status, 200, `${what}: 200${a.status === 200 ? '' : ` (got ${a.status}: ${a.text.slice(0, 300)})`}`);
-  return a.grid as HGrid;
-}
-
-function failed(t: Tap, a: Answer, status: number, code: string, dis?: RegExp, what = ''): void {
-  const p = what === '' ? '' : `${what}: `;
-  t.equal(a.status, status, `${p}status ${status}${a.status === status ? '' : ` (got ${a.status}: ${a.text.slice(0, 300)})`}`);
-  const e = errOf(a);
-  t.ok(e, `${p}an error grid`);
-  t.equal(e?.code, code, `${p}errCode ${code}`);
-  if (dis !== undefined) t.match(e?.dis, dis, `${p}the message says why: ${e?.dis ?? ''}`);
-}
+const ok = expectOk;
+const failed = expectError;
 
 /** A row as plain data: id, and the value as Zinc-ish text so t.same reads well. */
 interface Row {

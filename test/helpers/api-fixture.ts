@@ -9,6 +9,7 @@ import { ManualClock } from '../../src/lib/clock.js';
 import { createLogger } from '../../src/lib/log.js';
 import type { Model } from '../../src/model/model.js';
 import type { PointState } from '../../src/model/point-state.js';
+import type { PointWriter } from '../../src/model/point-writer.js';
 import type { HistoryStore } from '../../src/store/history.js';
 import type { WatchManager } from '../../src/watch/index.js';
 
@@ -37,6 +38,7 @@ export function fakeCtx(clock: ManualClock, log: OpContext['log']): OpContext {
     watches: {} as WatchManager,
     history: {} as HistoryStore,
     points: {} as PointState,
+    writer: {} as PointWriter,
   };
 }
 

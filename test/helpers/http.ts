@@ -7,6 +7,7 @@
  *   const a = await postGrid(base, 'read', gridOf({ filter: 'site' }));
  *   t.equal(a.status, 200); t.equal(a.grid?.size, 2);
  */
+import type { Test } from 'tap';
 import { readJsonGrid, writeJsonGrid } from '../../src/haystack/json.js';
 import { HDict, HGrid, type HVal } from '../../src/haystack/values.js';
 import { readZinc, writeZinc, zincVal } from '../../src/haystack/zinc.js';
@@ -130,4 +131,20 @@ export function errOf(a: Answer | HGrid | undefined): ErrInfo | undefined {
   const g = a instanceof HGrid ? a : a?.grid;
   if (g === undefined || !g.meta.has('err')) return undefined;
   return { dis: g.meta.str('dis') ?? '', code: g.meta.str('errCode'), trace: g.meta.str('errTrace') };
+}
+
+/** Asserts a 200 answer (the message shows what came instead) and returns its grid. */
+export function expectOk(t: Test, a: Answer, what: string): HGrid {
+  t.equal(a.status, 200, `${what}: 200${a.status === 200 ? '' : ` (got ${a.status}: ${a.text.slice(0, 300)})`}`);
+  return a.grid as HGrid;
+}
+
+/** Asserts an error answer: status, an error grid with this errCode, and a `dis` matching. */
+export function expectError(t: Test, a: Answer, status: number, code: string, dis?: RegExp, what = ''): void {
+  const p = what === '' ? '' : `${what}: `;
+  t.equal(a.status, status, `${p}status ${status}${a.status === status ? '' : ` (got ${a.status}: ${a.text.slice(0, 300)})`}`);
+  const e = errOf(a);
+  t.ok(e, `${p}an error grid`);
+  t.equal(e?.code, code, `${p}errCode ${code}`);
+  if (dis !== undefined) t.match(e?.dis, dis, `${p}the message says why: ${e?.dis ?? ''}`);
 }

@@ -48,7 +48,7 @@ t.test('fed by a driver: derived from the registered drivers, hisWrite sets curV
     await store.close();
   });
   const drivers = new DriverRegistry([new ModbusDriver(), new BacnetDriver()]);
-  const points = new PointState({ model, history, driverRefTags: drivers.all().map((x) => x.refTag) });
+  const points = new PointState({ model, history, drivers: drivers.all() });
   await model.create([
     d({ id: new HRef('c1'), modbusConn: MARKER, uri: 'modbus-tcp://127.0.0.1:1' }),
     d({ id: new HRef('c2'), bacnetConn: MARKER, uri: 'bacnet://127.0.0.1/1' }),
@@ -61,7 +61,7 @@ t.test('fed by a driver: derived from the registered drivers, hisWrite sets curV
   t.notOk(points.fedByDriver(rec('free')));
   t.ok(points.fedByDriver(rec('mb')), 'modbusConnRef names a driver connector');
   t.ok(points.fedByDriver(rec('bn')), 'bacnetConnRef too');
-  const onlyModbus = new PointState({ model, history, driverRefTags: ['modbusConnRef'] });
+  const onlyModbus = new PointState({ model, history, drivers: [{ refTag: 'modbusConnRef' }] });
   t.notOk(onlyModbus.fedByDriver(rec('bn')), 'a driver not registered feeds nothing');
 
   for (const id of ['free', 'mb', 'bn', 'nocur']) {

@@ -51,7 +51,7 @@ async function world(t: Test, opts: { backoff?: { minMs?: number; maxMs?: number
   };
   w.poller = new Poller({
     model,
-    points: new PointState({ model, history, driverRefTags: [fake.refTag] }),
+    points: new PointState({ model, history, drivers: [fake] }),
     history,
     drivers: new DriverRegistry([fake]),
     clock,
