@@ -229,7 +229,7 @@ export class App {
   }
 
   private startPoller(clock: Clock): void {
-    this.poller = new Poller({ model: this.model, points: this.points, history: this.history, drivers: this.drivers, clock, log: this.log });
+    this.poller = new Poller({ model: this.model, points: this.points, writer: this.writer, history: this.history, drivers: this.drivers, clock, log: this.log });
     this.poller.start();
   }
 

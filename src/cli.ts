@@ -110,7 +110,7 @@ async function serve(argv: readonly string[]): Promise<void> {
   if (argv.includes('--demo')) {
     device = await DemoDevice.start(systemClock);
     await seedDemo(app.model, device, { tz: cfg.tz });
-    log.info({ device: `modbus-tcp://127.0.0.1:${device.port}` }, 'demo mode: site "demo" polls a simulated Modbus device (try read?filter=point and hisRead of demo.ahu1.supplyTemp)');
+    log.info({ device: `modbus-tcp://127.0.0.1:${device.port}` }, 'demo mode: site "demo" polls a simulated Modbus device (try read?filter=point, hisRead of demo.ahu1.supplyTemp, and pointWrite of demo.ahu1.fanSpeed)');
   }
   log.info({ dataDir: cfg.dataDir, host: cfg.host, port: app.port, version: productVersion() }, 'Hayloft is serving');
   // Under systemd (Type=notify): READY now, watchdog keep-alives while the store is open.

@@ -114,6 +114,9 @@ export class DemoDevice {
   }
 }
 
+/** The fan speed command is writable (pointWrite moves the simulated fan), within 0-100 %. */
+const FAN_SPEED_WRITE: Record<string, HVal> = { writable: MARKER, modbusWrite: 'holding:0', minVal: new HNumber(0, '%'), maxVal: new HNumber(100, '%') };
+
 /**
  * Creates the demo site (once: a later `--demo` start keeps it and its history) and points its
  * connector at the device's current port.
@@ -123,6 +126,9 @@ export async function seedDemo(model: Model, device: DemoDevice, opts: DemoOptio
   const connId = model.resolveId('demoPlc');
   if (connId !== undefined) {
     await model.update([HDict.of({ id: new HRef(connId), uri })]);
+    // Demo data from before writes: its fan speed becomes writable too.
+    const fan = model.resolveId('demo.ahu1.fanSpeed');
+    if (fan !== undefined && model.stored(fan)?.has('writable') === false) await model.update([HDict.of({ id: new HRef(fan), ...FAN_SPEED_WRITE })]);
     return;
   }
   const pollTime = opts.pollTime ?? new HNumber(2, 's');
@@ -139,7 +145,7 @@ export async function seedDemo(model: Model, device: DemoDevice, opts: DemoOptio
     point('supplyTemp', 'Supply air temperature', 'Number', 'input:0:int16', { sensor: MARKER, temp: MARKER, unit: '°C', modbusScale: new HNumber(0.1) }),
     point('returnTemp', 'Return air temperature', 'Number', 'input:1:int16', { sensor: MARKER, temp: MARKER, unit: '°C', modbusScale: new HNumber(0.1) }),
     point('fanPower', 'Fan power', 'Number', 'input:2:float32', { sensor: MARKER, power: MARKER, unit: 'kW' }),
-    point('fanSpeed', 'Fan speed command', 'Number', 'holding:0', { cmd: MARKER, unit: '%' }),
+    point('fanSpeed', 'Fan speed command', 'Number', 'holding:0', { cmd: MARKER, unit: '%', ...FAN_SPEED_WRITE }),
     point('fanRunning', 'Fan running', 'Bool', 'coil:0', { sensor: MARKER }),
     point('filterAlarm', 'Filter dirty', 'Bool', 'discrete:0', { sensor: MARKER, alarm: MARKER }),
   ]);

@@ -7,7 +7,7 @@ import { DemoDevice, seedDemo } from '../src/demo.js';
 import { HDict, HNumber, HRef } from '../src/haystack/values.js';
 import { systemClock } from '../src/lib/clock.js';
 import { startApp } from './helpers/app.js';
-import { getGrid } from './helpers/http.js';
+import { getGrid, gridOf, postGrid } from './helpers/http.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -45,6 +45,17 @@ t.test('the demo site polls its simulated device: curVal changes, history grows'
     size = h.grid?.size ?? 0;
   }
   t.ok(size >= 2, `history grows (${size} samples)`);
+  // The fan speed command is writable: a pointWrite moves the simulated fan, read back by polling.
+  const w = await postGrid(s.base, 'pointWrite', gridOf({ id: new HRef('demo.ahu1.fanSpeed'), level: new HNumber(8), val: new HNumber(40, '%'), who: 'demo test' }), { headers: s.auth });
+  t.equal(w.status, 200, 'pointWrite of fanSpeed');
+  let speed = await read('fanSpeed');
+  for (let i = 0; i < 60 && !((speed.get('curVal') as HNumber | undefined)?.val === 40 && speed.get('writeStatus') === 'ok'); i++) {
+    await sleep(200);
+    speed = await read('fanSpeed');
+  }
+  t.same(speed.get('curVal'), new HNumber(40, '%'), 'the device took 40 % and reads it back');
+  t.equal(speed.get('writeStatus'), 'ok');
+  t.same(speed.get('writeLevel'), new HNumber(8));
   // /metrics counts reads, failures and read time per connector.
   const m = await fetch(`${s.base}/metrics`, { headers: s.auth });
   const text = await m.text();

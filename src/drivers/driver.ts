@@ -12,6 +12,11 @@
  *   and the whole connector is down; the poller backs off and tries again.
  * - HL_DRIVER_REFUSED (fault): the device answered but refused one point (no such register or
  *   object). `read` reports it for that point only: the other points keep their values.
+ *
+ * Writing is optional: a driver that writes names its address tag (`writeTag`), and its
+ * connections check that tag in `prepareWrite` and send values with `write`, one point at a time
+ * (the poller's write queue decides when). The same codes apply: a write rejected with
+ * HL_DRIVER_DOWN shows `writeStatus` down, with HL_DRIVER_REFUSED or HL_DRIVER_CONFIG fault.
  */
 import type { HDict } from '../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
@@ -39,6 +44,11 @@ export type RawValue = number | boolean | string;
 /** The outcome of one point of a read. */
 export type PointRead = { readonly val: RawValue } | { readonly err: HayloftError };
 
+/** A point's write address checked by `prepareWrite`: opaque to the poller, passed back to `write`. */
+export interface PreparedWrite {
+  readonly id: string;
+}
+
 export interface DriverConn {
   /**
    * Checks a point's address tags and compiles them for `read`. No I/O. Throws HL_DRIVER_CONFIG
@@ -52,6 +62,19 @@ export interface DriverConn {
    * within the connection's timeouts, whatever the device does.
    */
   read(points: readonly PreparedPoint[]): Promise<PointRead[]>;
+  /**
+   * For drivers that write: checks a point's write address tags (the driver's `writeTag`, and
+   * what goes with it) and compiles them for `write`. No I/O. Throws HL_DRIVER_CONFIG.
+   */
+  prepareWrite?(point: PointSpec): PreparedWrite;
+  /**
+   * Writes a value to the device; null relinquishes it where the protocol has priorities (BACnet
+   * writes NULL at its priority) and does nothing where it has none (Modbus). Resolves once the
+   * device acknowledged (and, where the device shows it, the value is in place). Rejects with
+   * HL_DRIVER_DOWN (no answer), HL_DRIVER_REFUSED (the device said no) or HL_DRIVER_CONFIG (the
+   * value cannot be sent to that address). Settles within the connection's timeouts.
+   */
+  write?(point: PreparedWrite, val: RawValue | null): Promise<void>;
   /** Releases the connection's share of its link. Reads after close reject. */
   close(): Promise<void>;
 }
@@ -65,6 +88,8 @@ export interface Driver {
   readonly refTag: string;
   /** The point tag holding the address to read: `modbusCur`. */
   readonly curTag: string;
+  /** The point tag holding the address to write (`modbusWrite`); absent: the driver does not write. */
+  readonly writeTag?: string;
   /**
    * A connection for a connector record. No I/O (links open on first read). Throws
    * HL_DRIVER_CONFIG when the connector's tags are wrong.

@@ -37,7 +37,9 @@ import type { Logger } from '../lib/log.js';
 import type { Model, ModelChange } from '../model/model.js';
 import { POINT_KINDS_TEXT, type CurStatus, type CurTags, type PointState, pointKind, pointUnit } from '../model/point-state.js';
 import type { HisKind, HistoryStore } from '../store/history.js';
+import type { PointWriter } from '../model/point-writer.js';
 import { type Collecting, HisCollector, collectPlan } from './his-collector.js';
+import { WriteQueue } from './write-queue.js';
 
 export type PointStatus = CurStatus;
 export type ConnStatus = 'ok' | 'down' | 'fault' | 'disabled';
@@ -51,6 +53,8 @@ export interface PollerOptions {
   model: Model;
   /** Where readings, connector status and collected history's his tags go. */
   points: PointState;
+  /** Priority arrays: their effective values are written to the devices (write-queue.ts). */
+  writer?: PointWriter;
   history: HistoryStore;
   drivers: DriverRegistry;
   clock: Clock;
@@ -162,6 +166,7 @@ export class Poller {
   private readonly maxBackoffMs: number;
   private readonly defaultPollMs: number;
   private readonly collector: HisCollector;
+  private readonly writes: WriteQueue | undefined;
   private readonly conns = new Map<string, ConnState>();
   private readonly points = new Map<string, Polled>();
   /** Connector id -> the points naming it (whether or not it exists or is a connector). */
@@ -188,6 +193,11 @@ export class Poller {
     this.minBackoffMs = opts.backoff?.minMs ?? 1000;
     this.maxBackoffMs = opts.backoff?.maxMs ?? 60_000;
     this.defaultPollMs = opts.defaultPollMs ?? DEFAULT_POLL_MS;
+    const writer = opts.writer;
+    this.writes =
+      writer === undefined
+        ? undefined
+        : new WriteQueue({ points: opts.points, writer, clock: opts.clock, log: opts.log, wake: (at) => this.wake(at), ...(opts.backoff ? { backoff: opts.backoff } : {}) });
     // Collected history shows in hisSize/hisStart/hisEnd as hisWrite's does.
     this.collector = new HisCollector({
       history: opts.history,
@@ -205,6 +215,11 @@ export class Poller {
     this.unlisten = this.model.onChange((c) => this.changed(c));
     for (const d of this.drivers.all()) for (const id of this.model.idsWithTag(d.connTag)) this.upsertConn(id);
     for (const d of this.drivers.all()) for (const id of this.model.idsWithTag(d.refTag)) this.upsertPoint(id);
+    if (this.writes !== undefined) {
+      this.writes.start();
+      for (const d of this.drivers.all()) if (d.writeTag !== undefined) for (const id of this.model.idsWithTag(d.writeTag)) this.upsertWrite(id);
+      this.writes.started();
+    }
     this.rebuildDirty();
     this.log.info({ connectors: this.conns.size, points: this.points.size }, 'poller started');
     this.wake(this.clock.now());
@@ -220,6 +235,7 @@ export class Poller {
     this.timer = undefined;
     this.timerAt = Infinity;
     await Promise.allSettled([...this.inflight]);
+    await this.writes?.stop();
     await this.collector.idle();
     await Promise.allSettled([...this.conns.values()].map((c) => this.closeConn(c)));
     this.conns.clear();
@@ -266,6 +282,11 @@ export class Poller {
       const at = Math.max(due, cs.retryAt);
       if (at <= now) started.push(this.track(this.runConn(cs)));
       else if (at < next) next = at;
+    }
+    if (this.writes !== undefined) {
+      const w = this.writes.run(now);
+      for (const p of w.started) started.push(this.track(p));
+      if (w.next < next) next = w.next;
     }
     this.wake(next);
     await Promise.all(started);
@@ -370,7 +391,10 @@ export class Poller {
   }
 
   private connUp(cs: ConnState): void {
-    if (cs.failures > 0) this.log.info({ connId: cs.id, failures: cs.failures }, 'connector answers again');
+    if (cs.failures > 0) {
+      this.log.info({ connId: cs.id, failures: cs.failures }, 'connector answers again');
+      this.writes?.reopened(cs.id);
+    }
     cs.failures = 0;
     cs.retryAt = 0;
     this.publishConn(cs, 'ok', undefined);
@@ -436,6 +460,14 @@ export class Poller {
         if (this.points.has(id) || this.drivers.all().some((d) => rec.has(d.refTag))) this.upsertPoint(id);
       }
     }
+    if (this.writes !== undefined) {
+      for (const list of [c.deleted, c.created, c.updated]) {
+        for (const rec of list) {
+          const id = (rec.get('id') as HRef).id;
+          if (this.writes.has(id) || this.drivers.all().some((d) => d.writeTag !== undefined && rec.has(d.writeTag))) this.upsertWrite(id);
+        }
+      }
+    }
     this.rebuildDirty();
   }
 
@@ -490,6 +522,23 @@ export class Poller {
     }
     // Its points follow: they poll through the new connection, or fault without one.
     for (const ps of [...(this.byConn.get(id) ?? [])]) this.upsertPoint(ps.id);
+    for (const pid of this.writes?.idsOf(id) ?? []) this.upsertWrite(pid);
+  }
+
+  /** A point's write through its driver (write-queue.ts), from its record and connector. */
+  private upsertWrite(id: string): void {
+    const writes = this.writes as WriteQueue;
+    const rec = this.model.stored(id);
+    const driver = rec === undefined ? undefined : this.drivers.all().find((d) => d.writeTag !== undefined && rec.has(d.refTag) && rec.has(d.writeTag));
+    const ref = driver === undefined ? undefined : rec?.get(driver.refTag);
+    const cs = ref instanceof HRef ? this.conns.get(ref.id) : undefined;
+    if (rec !== undefined && driver !== undefined && (cs === undefined || cs.driver !== driver)) {
+      // Named connector missing or of another driver: a fault the operator can see.
+      const why = ref instanceof HRef ? `${driver.refTag} @${ref.id} is not a ${driver.connTag} record` : `${driver.refTag} must be a Ref to a ${driver.connTag} record`;
+      writes.upsert(id, rec, { id: ref instanceof HRef ? ref.id : '', conn: undefined, problem: { status: 'fault', err: why } }, driver.writeTag);
+      return;
+    }
+    writes.upsert(id, rec, cs, driver?.writeTag);
   }
 
   private async closeConn(cs: ConnState): Promise<void> {

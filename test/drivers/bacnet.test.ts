@@ -27,6 +27,26 @@ function fill(d: BacnetDevice): void {
   d.set(BV, 2, enumerated(1));
   d.set(MSV, 4, unsigned(3));
   for (let i = 10; i < 40; i++) d.set(AV, i, real(i));
+  // Commandable objects, for writes.
+  d.commandable(AV, 50, real(0));
+  d.commandable(BV, 51, enumerated(0));
+  d.commandable(MSV, 52, unsigned(1));
+  d.commandable(AV, 53, real(-1));
+}
+
+/** Write points: address, priority (bacnetWriteLevel), value. */
+const WRITES: { w: string; level?: number; val: RawValue }[] = [
+  { w: 'AV50', val: 22.5 },
+  { w: 'BV51', val: 1 },
+  { w: 'MSV52', val: 3 },
+  { w: 'AV53', level: 8, val: 7.25 },
+];
+const writePoint = (w: string, extra: Record<string, unknown> = {}): PointSpec => ({ id: `w${++n}`, tags: HDict.of({ point: MARKER, writable: MARKER, bacnetWrite: w, ...extra }) });
+/** What a slot of the simulator's priority array holds, as the driver would read it. */
+function slot(d: BacnetDevice, w: string, level: number): RawValue | null {
+  const a = parseBacnetCur(w);
+  const v = d.priorityArray(a.type, a.instance)[level - 1];
+  return v === null || v === undefined ? null : (v.value as RawValue);
 }
 
 const POINTS: { cur: string; val: RawValue }[] = [
@@ -77,7 +97,76 @@ t.test('the shared driver suite', async (t) => {
     deadConn: conn('bacnet://127.0.0.9/7'),
     silence: async () => void (main.silent = true),
     speak: async () => void (main.silent = false),
+    writes: {
+      points: WRITES.map((x) => ({ spec: writePoint(x.w, x.level === undefined ? {} : { bacnetWriteLevel: new HNumber(x.level) }), val: x.val })),
+      readBack: async (i) => {
+        const x = WRITES[i] as (typeof WRITES)[number];
+        const v = slot(main, x.w, x.level ?? 16);
+        return typeof v === 'number' ? Math.round(v * 1e6) / 1e6 : v;
+      },
+      relinquished: () => null,
+      refused: writePoint('AV999'),
+      badPoints: [
+        writePoint('XX1'),
+        writePoint('AV'),
+        writePoint('AV50', { bacnetWriteLevel: new HNumber(17) }),
+        writePoint('AV50', { bacnetWriteLevel: new HNumber(0) }),
+        writePoint('AV50', { bacnetWriteLevel: 'high' }),
+        { id: 'nowrite', tags: HDict.of({ point: MARKER, writable: MARKER }) },
+      ],
+    },
   });
+});
+
+t.test('writes keep to their priority; the priority array decides; NULL relinquishes', async (t) => {
+  const d = driver();
+  t.teardown(() => d.close());
+  const c = d.open(conn('bacnet://127.0.0.2/1001'));
+  const write = c.write?.bind(c) as NonNullable<typeof c.write>;
+  const prep = c.prepareWrite?.bind(c) as NonNullable<typeof c.prepareWrite>;
+  const at16 = prep(writePoint('AV53'));
+  const at8 = prep(writePoint('AV53', { bacnetWriteLevel: new HNumber(8) }));
+  const read = async (): Promise<unknown> => (await c.read([c.prepare(point('AV53'))]))[0];
+  const before = main.writePriorities.length;
+  await write(at16, 20);
+  t.same(await read(), { val: 20 }, 'priority 16 holds 20');
+  await write(at8, 30);
+  t.same(await read(), { val: 30 }, 'priority 8 wins over 16');
+  t.same([slot(main, 'AV53', 8), slot(main, 'AV53', 16)], [30, 20], 'both slots held by the device');
+  await write(at8, null);
+  t.same(await read(), { val: 20 }, 'NULL at 8: back to 16');
+  await write(at16, null);
+  t.same(await read(), { val: -1 }, 'NULL at 16: the relinquish default');
+  t.same(main.writePriorities.slice(before), [16, 8, 8, 16], 'every WriteProperty carried its priority');
+  // A Bool to a binary object goes as ENUMERATED 1/0.
+  await write(prep(writePoint('BV51')), true);
+  t.equal(slot(main, 'BV51', 16), 1, 'true is active (1)');
+  await write(prep(writePoint('BV51')), null);
+  await t.rejects(write(prep(writePoint('MSV52')), 2.5), { code: ErrorCodes.DRIVER_CONFIG, message: /whole number/ }, 'a multi-state value takes whole numbers');
+  await t.rejects(write(prep(writePoint('AV50')), 'warm'), { code: ErrorCodes.DRIVER_CONFIG, message: /Str/ }, 'an analog value takes numbers');
+});
+
+t.test('a device that refuses writes, or acknowledges and keeps nothing, is a fault', async (t) => {
+  const dev = new BacnetDevice({ address: '127.0.0.6', deviceInstance: 3003 });
+  fill(dev);
+  await dev.start();
+  t.teardown(() => dev.stop());
+  const d = driver();
+  t.teardown(() => d.close());
+  const c = d.open(conn('bacnet://127.0.0.6/3003'));
+  const write = c.write?.bind(c) as NonNullable<typeof c.write>;
+  const p = (c.prepareWrite as NonNullable<typeof c.prepareWrite>)(writePoint('AV50'));
+  dev.refuseWrites = true;
+  await t.rejects(write(p, 5), { code: ErrorCodes.DRIVER_REFUSED, message: /refused the write at priority 16/ });
+  dev.refuseWrites = false;
+  dev.ackButIgnore = true;
+  await t.rejects(write(p, 5), { code: ErrorCodes.DRIVER_REFUSED, message: /acknowledged the write but its priority array holds nothing \(NULL\) at priority 16, not 5/ });
+  dev.ackButIgnore = false;
+  await write(p, 5);
+  t.equal(slot(dev, 'AV50', 16), 5, 'a device that behaves again takes it');
+  // A property without a priority array (not presentValue of a commandable object): no check.
+  await write((c.prepareWrite as NonNullable<typeof c.prepareWrite>)(writePoint('AV3.outOfService')), true);
+  t.same((await c.read([c.prepare(point('AV3.outOfService'))]))[0], { val: true }, 'outOfService written');
 });
 
 t.test('points are read with ReadPropertyMultiple, in batches', async (t) => {

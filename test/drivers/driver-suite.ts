@@ -3,7 +3,9 @@
  * driver runs it against its own peer device. It checks the contract of src/drivers/driver.ts:
  * values in order, a refused point costs only itself, configuration errors need no I/O, a silent
  * device is `down` within its timeout and comes back by itself, reads on one connection never
- * overlap, and close ends it all.
+ * overlap, and close ends it all. Drivers that write (`writeTag`) also show: values written land
+ * in the device (read back by another way than the driver), relinquish, a refused write address
+ * faults, a wrong one is a configuration error, a silent or missing device is `down`.
  */
 import type { Test } from 'tap';
 import type { ConnSpec, Driver, PointRead, PointSpec, RawValue } from '../../src/drivers/driver.js';
@@ -28,6 +30,21 @@ export interface DriverUnderTest {
   /** Makes the device stop answering, and answer again. */
   silence(): Promise<void>;
   speak(): Promise<void>;
+  /** For drivers that write. */
+  writes?: WritesUnderTest;
+}
+
+export interface WritesUnderTest {
+  /** Points with a write address, each with a value to write. */
+  points: readonly { spec: PointSpec; val: RawValue }[];
+  /** What the device holds at writes.points[i], read without the driver under test. */
+  readBack(i: number): Promise<RawValue | null>;
+  /** What the device holds at points[i] after a relinquish (null), or undefined to skip that check. */
+  relinquished?: (i: number) => RawValue | null;
+  /** A well-formed write address the device refuses. */
+  refused: PointSpec;
+  /** Points whose write tags are wrong. */
+  badPoints: readonly PointSpec[];
 }
 
 function values(t: Test, got: PointRead[], want: readonly RawValue[], what: string): void {
@@ -38,6 +55,12 @@ function values(t: Test, got: PointRead[], want: readonly RawValue[], what: stri
     else if (typeof w === 'number' && typeof r.val === 'number' && !Number.isInteger(w)) t.ok(Math.abs(r.val - w) < 1e-6 * Math.max(1, Math.abs(w)), `${what}: point ${i} ${r.val} ≈ ${w}`);
     else t.equal(r.val, w, `${what}: point ${i}`);
   });
+}
+
+/** A value read back equals the one written (floats within their precision). */
+function held(t: Test, got: RawValue | null, want: RawValue | null, what: string): void {
+  if (typeof want === 'number' && typeof got === 'number' && !Number.isInteger(want)) t.ok(Math.abs(got - want) < 1e-5 * Math.max(1, Math.abs(want)), `${what}: ${got} ≈ ${want}`);
+  else t.equal(got, want, `${what}: the device holds ${String(want)}`);
 }
 
 async function rejectsWith(t: Test, p: Promise<unknown>, code: string, what: string): Promise<unknown> {
@@ -153,6 +176,71 @@ export function driverSuite(t: Test, d: DriverUnderTest): void {
     values(t, all[1], d.points.map((p) => p.val), 'second');
     values(t, all[2], [d.points[0]?.val as RawValue], 'third');
   });
+
+  const w = d.writes;
+  if (w !== undefined) {
+    t.test('writes: values land in the device; relinquish; a refused address faults alone', async (t) => {
+      const driver = d.driver();
+      t.teardown(() => driver.close());
+      t.type(driver.writeTag, 'string', 'the driver names its write tag');
+      const conn = driver.open(d.conn);
+      if (conn.prepareWrite === undefined || conn.write === undefined) {
+        t.fail('a driver with a writeTag implements prepareWrite and write');
+        return;
+      }
+      const prepared = w.points.map((p) => (conn.prepareWrite as NonNullable<typeof conn.prepareWrite>)(p.spec));
+      for (const [i, p] of w.points.entries()) {
+        await conn.write(prepared[i] as NonNullable<(typeof prepared)[number]>, p.val);
+        held(t, await w.readBack(i), p.val, `point ${i}`);
+      }
+      if (w.relinquished !== undefined) {
+        for (const [i] of w.points.entries()) {
+          await conn.write(prepared[i] as NonNullable<(typeof prepared)[number]>, null);
+          held(t, await w.readBack(i), w.relinquished(i), `point ${i} relinquished`);
+        }
+      }
+      await rejectsWith(t, conn.write(conn.prepareWrite(w.refused), w.points[0]?.val as RawValue), ErrorCodes.DRIVER_REFUSED, 'a refused write address');
+      // Reads go on as before on the same connection.
+      values(t, await conn.read(d.points.map((p) => conn.prepare(p.spec))), d.points.map((p) => p.val), 'reads after writes');
+      for (const p of w.badPoints) {
+        try {
+          conn.prepareWrite(p);
+          t.fail(`write point ${p.id} should not prepare`);
+        } catch (e) {
+          t.equal((e as { code?: string }).code, ErrorCodes.DRIVER_CONFIG, `write point ${p.id}: ${(e as Error).message}`);
+        }
+      }
+      await conn.close();
+      await rejectsWith(t, conn.write(prepared[0] as NonNullable<(typeof prepared)[number]>, w.points[0]?.val as RawValue), ErrorCodes.DRIVER_DOWN, 'write after close');
+    });
+
+    t.test('writes to a silent or missing device are down within the timeout', async (t) => {
+      const driver = d.driver();
+      t.teardown(() => driver.close());
+      const dead = driver.open(d.deadConn);
+      const first = w.points[0] as { spec: PointSpec; val: RawValue };
+      const t0 = Date.now();
+      await rejectsWith(t, (dead.write as NonNullable<typeof dead.write>)((dead.prepareWrite as NonNullable<typeof dead.prepareWrite>)(first.spec), first.val), ErrorCodes.DRIVER_DOWN, 'missing device');
+      t.ok(Date.now() - t0 < d.timeoutMs * 3 + 1000, `settled in ${Date.now() - t0} ms`);
+      const conn = driver.open(d.conn);
+      const p = (conn.prepareWrite as NonNullable<typeof conn.prepareWrite>)(first.spec);
+      await d.silence();
+      try {
+        await rejectsWith(t, (conn.write as NonNullable<typeof conn.write>)(p, first.val), ErrorCodes.DRIVER_DOWN, 'silent device');
+      } finally {
+        await d.speak();
+      }
+      const back = await eventually(async () => {
+        try {
+          await (conn.write as NonNullable<typeof conn.write>)(p, first.val);
+          return true;
+        } catch {
+          return false;
+        }
+      }, 10_000);
+      t.ok(back, 'writes again once the device answers');
+    });
+  }
 
   t.test('close ends reads; closing twice is harmless', async (t) => {
     const driver = d.driver();

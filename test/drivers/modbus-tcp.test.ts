@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import type { ConnSpec, PointSpec, RawValue } from '../../src/drivers/driver.js';
-import { parseModbusCur, encodeRegisters } from '../../src/drivers/modbus/address.js';
+import { decodeRegisters, encodeRegisters, parseModbusCur } from '../../src/drivers/modbus/address.js';
 import { ModbusDriver } from '../../src/drivers/modbus/modbus-driver.js';
 import { HDict, HNumber, HUri, MARKER } from '../../src/haystack/values.js';
 import { ErrorCodes } from '../../src/lib/errors.js';
@@ -65,6 +65,31 @@ if (skip !== null) {
     id: `c${++n}`,
     tags: HDict.of({ modbusConn: MARKER, uri: new HUri(uri), modbusSlave: new HNumber(1), timeout: new HNumber(300, 'ms'), ...extra }),
   });
+  const writePoint = (w: string, extra: Record<string, number> = {}): PointSpec => {
+    const tags: Record<string, unknown> = { point: MARKER, writable: MARKER, modbusWrite: w };
+    for (const [k, v] of Object.entries(extra)) tags[k] = new HNumber(v);
+    return { id: `w${++n}`, tags: HDict.of(tags as Record<string, never>) };
+  };
+  /** Write addresses (away from the read cases), values, and scaling. */
+  const WRITES: { w: string; val: RawValue; scale?: number; offset?: number }[] = [
+    { w: 'holding:40:float32', val: 23.5 },
+    { w: 'holding:42:int32:le', val: -70000 },
+    { w: 'holding:44:uint16', val: 21.7, scale: 0.1, offset: 0 },
+    { w: 'holding:45:int16', val: -12, scale: 2, offset: 4 },
+    { w: 'holding:46:float64', val: 1234.5678 },
+    { w: 'coil:20', val: true },
+  ];
+  const writeSpecs = WRITES.map((x) => writePoint(x.w, { ...(x.scale !== undefined ? { modbusScale: x.scale } : {}), ...(x.offset !== undefined ? { modbusOffset: x.offset } : {}) }));
+  /** What the slave holds at a write address, read by pymodbus' own client and decoded here. */
+  const heldAt = (i: number): RawValue => {
+    const x = WRITES[i] as (typeof WRITES)[number];
+    const a = parseModbusCur(x.w);
+    if (a.table === 'coil') return slave.readBack('co', a.address, 1)[0] === 1;
+    const words = slave.readBack('hr', a.address, a.size);
+    const bytes = new Uint8Array(words.flatMap((v) => [v >> 8, v & 0xff]));
+    const raw = decodeRegisters(bytes, a.address, a) as number;
+    return raw * (x.scale ?? 1) + (x.offset ?? 0);
+  };
   const casePoint = (c: (typeof CASES)[number]): PointSpec =>
     point(c.cur, { ...(c.scale !== undefined ? { modbusScale: c.scale } : {}), ...(c.offset !== undefined ? { modbusOffset: c.offset } : {}) });
 
@@ -113,7 +138,51 @@ if (skip !== null) {
       deadConn: conn(`modbus-tcp://127.0.0.1:${deadPort}`),
       silence: () => slave.mute(1),
       speak: () => slave.unmute(1),
+      writes: {
+        points: WRITES.map((x, i) => ({ spec: writeSpecs[i] as PointSpec, val: x.val })),
+        readBack: (i) => Promise.resolve(heldAt(i)),
+        // Modbus has no priorities: a relinquish leaves the last value.
+        relinquished: (i) => (WRITES[i] as (typeof WRITES)[number]).val,
+        refused: writePoint('holding:5000'),
+        badPoints: [
+          writePoint('input:1'),
+          writePoint('discrete:1'),
+          writePoint('holding:x'),
+          writePoint('coil:1', { modbusScale: 2 }),
+          writePoint('holding:1', { modbusScale: 0 }),
+          { id: 'nowrite', tags: HDict.of({ point: MARKER, writable: MARKER }) },
+        ],
+      },
     });
+  });
+
+  t.test('writes: one request per value (function 16 for several registers), values that do not fit', async (t) => {
+    const driver = new ModbusDriver();
+    t.teardown(() => driver.close());
+    const c = driver.open(conn(`modbus-tcp://127.0.0.1:${slave.port}`));
+    const write = c.write?.bind(c) as NonNullable<typeof c.write>;
+    const prep = c.prepareWrite?.bind(c) as NonNullable<typeof c.prepareWrite>;
+    await write(prep(writePoint('holding:60:float32')), 1.5);
+    t.same(slave.readBack('hr', 60, 2), [0x3fc0, 0x0000], 'float32 1.5, both words (big-endian word order)');
+    await write(prep(writePoint('holding:62:uint32:le')), 0x12345678);
+    t.same(slave.readBack('hr', 62, 2), [0x5678, 0x1234], 'uint32, word-swapped');
+    await write(prep(writePoint('coil:30')), false);
+    t.same(slave.readBack('co', 30, 1), [0]);
+    await write(prep(writePoint('coil:30')), true);
+    t.same(slave.readBack('co', 30, 1), [1], 'a coil (function 5)');
+    await write(prep(writePoint('holding:64:bool')), true);
+    t.same(slave.readBack('hr', 64, 1), [1], 'a Bool to a register is 1');
+    for (const [w, v, why] of [
+      ['holding:65:uint16', 70000, /outside the range of a uint16/],
+      ['holding:65:int16', -40000, /outside the range of a int16/],
+      ['holding:65:uint16', -1, /outside the range/],
+      ['coil:31', 'on', /Str cannot be written/],
+    ] as const) {
+      await t.rejects(write(prep(writePoint(w)), v), { code: ErrorCodes.DRIVER_CONFIG, message: why }, `${w} ${String(v)}`);
+    }
+    t.same(slave.readBack('hr', 65, 1), [0], 'nothing was written');
+    await write(prep(writePoint('holding:66:uint16')), null);
+    t.same(slave.readBack('hr', 66, 1), [0], 'a relinquish writes nothing');
   });
 
   t.test('every table, type and word order; scaling', async (t) => {

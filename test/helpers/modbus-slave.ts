@@ -127,6 +127,28 @@ export class ModbusSlave {
     return this.command(`set ${table} ${address} ${values.join(' ')}`);
   }
 
+  /**
+   * Reads holding registers or coils back with pymodbus' own TCP client in a process of its own:
+   * a client independent of the driver under test, so a write is checked by someone else.
+   */
+  readBack(table: 'hr' | 'co', address: number, count: number, unit = 1): number[] {
+    if (this.mode !== 'tcp') throw new Error('readBack needs a TCP slave');
+    const call = table === 'hr' ? 'read_holding_registers' : 'read_coils';
+    const field = table === 'hr' ? 'registers' : 'bits';
+    const code = [
+      'import json, sys',
+      'from pymodbus.client import ModbusTcpClient',
+      `c = ModbusTcpClient("127.0.0.1", port=${this.port})`,
+      'c.connect()',
+      `r = c.${call}(${address}, ${count}, slave=${unit})`,
+      'c.close()',
+      `print(json.dumps([int(x) for x in r.${field}[:${count}]]))`,
+    ].join('\n');
+    const out = spawnSync(DEBIAN_PYTHON, ['-c', code], { encoding: 'utf8', timeout: 10_000 });
+    if (out.status !== 0) throw new Error(`pymodbus client failed: ${out.stderr}`);
+    return JSON.parse(out.stdout.trim()) as number[];
+  }
+
   /** The unit stops answering (the link stays up). */
   mute(unit = 1): Promise<void> {
     return this.command(`mute ${unit}`);

@@ -45,18 +45,18 @@ export interface BacnetAddress {
   readonly text: string;
 }
 
-export function parseBacnetCur(text: string): BacnetAddress {
+export function parseBacnetCur(text: string, tag = 'bacnetCur'): BacnetAddress {
   const m = /^([A-Za-z]+)(\d+)(?:\.([A-Za-z][A-Za-z0-9]*|\d+))?$/.exec(text.trim());
-  if (m === null) throw configError(`bacnetCur "${text}" is not of the form <objectType><instance>[.<property>], e.g. AI1 or AV3.presentValue`);
+  if (m === null) throw configError(`${tag} "${text}" is not of the form <objectType><instance>[.<property>], e.g. AI1 or AV3.presentValue`);
   const [, t, i, p] = m as unknown as [string, string, string, string | undefined];
   const type = OBJECT_TYPES[t.toUpperCase()];
-  if (type === undefined) throw configError(`bacnetCur "${text}": object type "${t}" is not one of ${Object.keys(OBJECT_TYPES).join(', ')}`);
+  if (type === undefined) throw configError(`${tag} "${text}": object type "${t}" is not one of ${Object.keys(OBJECT_TYPES).join(', ')}`);
   const instance = Number(i);
-  if (instance > MAX_INSTANCE) throw configError(`bacnetCur "${text}": instance ${i} is above ${MAX_INSTANCE}`);
+  if (instance > MAX_INSTANCE) throw configError(`${tag} "${text}": instance ${i} is above ${MAX_INSTANCE}`);
   let property: number = PropertyIdentifier.PRESENT_VALUE;
   if (p !== undefined) {
     const id = /^\d+$/.test(p) ? Number(p) : PROPERTIES.get(p);
-    if (id === undefined) throw configError(`bacnetCur "${text}": "${p}" is not a BACnet property name (presentValue, statusFlags, outOfService, ...)`);
+    if (id === undefined) throw configError(`${tag} "${text}": "${p}" is not a BACnet property name (presentValue, statusFlags, outOfService, ...)`);
     property = id;
   }
   return { type, instance, property, text: text.trim() };

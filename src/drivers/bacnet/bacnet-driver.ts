@@ -16,10 +16,17 @@
  * error (some do, for one unknown object) has that batch read point by point, so the error lands
  * on the point it belongs to.
  *
+ * Writes: `bacnetWrite` (object and property, as `bacnetCur`) and `bacnetWriteLevel` (the BACnet
+ * priority, 1-16, default 16). A value is written with WriteProperty at that priority, in the
+ * object type's datatype (REAL for analog objects, ENUMERATED for binary, Unsigned for
+ * multi-state ...); relinquishing writes NULL at that priority. Afterwards the device's
+ * priority array is read back where it has one: a device that acknowledged but holds another
+ * value at that priority is a fault, not a success.
+ *
  * The library drops requests from exactly 127.0.0.1 (shared/notes/dependencies.md): on loopback,
  * bind the driver and the device to other addresses of 127/8.
  */
-import bacnet, { ApplicationTag, ErrorClass, ErrorCode } from '@bacnet-js/client';
+import bacnet, { ApplicationTag, ErrorClass, ErrorCode, ObjectType, PropertyIdentifier } from '@bacnet-js/client';
 import type { HDict } from '../../haystack/values.js';
 import type { HayloftError } from '../../lib/errors.js';
 import {
@@ -29,12 +36,13 @@ import {
   type PointRead,
   type PointSpec,
   type PreparedPoint,
+  type PreparedWrite,
   type RawValue,
   configError,
   downError,
   refusedError,
 } from '../driver.js';
-import { durationTag, uriTag } from '../tags.js';
+import { durationTag, intTag, uriTag } from '../tags.js';
 import { type BacnetAddress, type DeviceAddress, parseBacnetCur, parseBacnetUri } from './address.js';
 
 type Client = InstanceType<typeof bacnet.default>;
@@ -61,6 +69,26 @@ const TAG_ENUMERATED: number = ApplicationTag.ENUMERATED;
 const TAG_BOOLEAN: number = ApplicationTag.BOOLEAN;
 const TAG_STRING: number = ApplicationTag.CHARACTER_STRING;
 const TAG_ERROR: number = ApplicationTag.ERROR;
+const TAG_NULL: number = ApplicationTag.NULL;
+const PROP_PRESENT_VALUE: number = PropertyIdentifier.PRESENT_VALUE;
+const PROP_PRIORITY_ARRAY: number = PropertyIdentifier.PRIORITY_ARRAY;
+/** The datatype of presentValue by object type (BACnet clause 12): what a write must send. */
+const PRESENT_VALUE_TAG: ReadonlyMap<number, number> = new Map<number, number>([
+  [ObjectType.ANALOG_INPUT, ApplicationTag.REAL],
+  [ObjectType.ANALOG_OUTPUT, ApplicationTag.REAL],
+  [ObjectType.ANALOG_VALUE, ApplicationTag.REAL],
+  [ObjectType.LARGE_ANALOG_VALUE, ApplicationTag.DOUBLE],
+  [ObjectType.BINARY_INPUT, ApplicationTag.ENUMERATED],
+  [ObjectType.BINARY_OUTPUT, ApplicationTag.ENUMERATED],
+  [ObjectType.BINARY_VALUE, ApplicationTag.ENUMERATED],
+  [ObjectType.MULTI_STATE_INPUT, ApplicationTag.UNSIGNED_INTEGER],
+  [ObjectType.MULTI_STATE_OUTPUT, ApplicationTag.UNSIGNED_INTEGER],
+  [ObjectType.MULTI_STATE_VALUE, ApplicationTag.UNSIGNED_INTEGER],
+  [ObjectType.POSITIVE_INTEGER_VALUE, ApplicationTag.UNSIGNED_INTEGER],
+  [ObjectType.INTEGER_VALUE, ApplicationTag.SIGNED_INTEGER],
+  [ObjectType.CHARACTERSTRING_VALUE, ApplicationTag.CHARACTER_STRING],
+]);
+export const BACNET_DEFAULT_WRITE_LEVEL = 16;
 const CLASS_OBJECT: number = ErrorClass.OBJECT;
 const CLASS_PROPERTY: number = ErrorClass.PROPERTY;
 const CODE_UNRECOGNIZED: number = ErrorCode.REJECT_UNRECOGNIZED_SERVICE;
@@ -71,6 +99,12 @@ const REJECT_UNRECOGNIZED_SERVICE = 9;
 interface BacnetPoint extends PreparedPoint {
   readonly conn: BacnetConn;
   readonly addr: BacnetAddress;
+}
+
+interface BacnetWrite extends PreparedWrite {
+  readonly conn: BacnetConn;
+  readonly addr: BacnetAddress;
+  readonly priority: number;
 }
 
 interface AppValue {
@@ -142,6 +176,84 @@ class BacnetConn implements DriverConn {
     const run = this.queue.then(() => this.readNow(points as readonly BacnetPoint[]));
     this.queue = run.catch(() => undefined);
     return run;
+  }
+
+  prepareWrite(point: PointSpec): BacnetWrite {
+    const w = point.tags.get('bacnetWrite');
+    if (typeof w !== 'string') throw configError('bacnetWrite is missing (a Str such as "AV3" or "BO1.presentValue")');
+    const addr = parseBacnetCur(w, 'bacnetWrite');
+    const priority = intTag(point.tags, 'bacnetWriteLevel', 1, 16, BACNET_DEFAULT_WRITE_LEVEL);
+    return { id: point.id, conn: this, addr, priority };
+  }
+
+  write(point: PreparedWrite, val: RawValue | null): Promise<void> {
+    const run = this.queue.then(() => this.writeNow(point as BacnetWrite, val));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async writeNow(p: BacnetWrite, val: RawValue | null): Promise<void> {
+    if (p.conn !== this) throw new Error(`point ${p.id} was prepared by another connection`);
+    const a = p.addr;
+    const what = `${a.text} of device ${this.device.deviceInstance}`;
+    const value = val === null ? { type: TAG_NULL, value: null } : this.encode(a, val, what);
+    try {
+      await this.request((c) => c.writeProperty({ address: this.device.address }, { type: a.type, instance: a.instance }, a.property, [value] as never, { priority: p.priority }));
+    } catch (e) {
+      const c = classify(e);
+      if (c.kind === 'timeout' || c.kind === 'other') throw this.down(e);
+      throw refusedError(`${what}: the device refused the write at priority ${p.priority} (${e instanceof Error ? e.message : String(e)})`, e);
+    }
+    if (a.property !== PROP_PRESENT_VALUE) return;
+    // Read the priority array back: the device may acknowledge and still hold something else.
+    let slots: AppValue[];
+    try {
+      const ans = (await this.request((c) => c.readProperty({ address: this.device.address }, { type: a.type, instance: a.instance }, PROP_PRIORITY_ARRAY))) as unknown as { values: AppValue[] };
+      slots = ans.values;
+    } catch (e) {
+      const c = classify(e);
+      if (c.kind === 'timeout' || c.kind === 'other') throw this.down(e);
+      return; // no priority array (a non-commandable object): nothing more to check
+    }
+    const slot = slots[p.priority - 1];
+    if (slot === undefined) return;
+    const held = slot.type === TAG_NULL ? null : rawOf(slot, what);
+    const same =
+      held === null || val === null
+        ? held === val
+        : typeof held === 'number' && typeof value.value === 'number'
+          ? Math.fround(held) === Math.fround(value.value)
+          : held === value.value || (typeof held === 'number' && typeof val === 'boolean' && held === (val ? 1 : 0));
+    if (!same) {
+      const shown = held === null ? 'nothing (NULL)' : typeof held === 'object' ? 'an unreadable value' : String(held);
+      throw refusedError(`${what}: the device acknowledged the write but its priority array holds ${shown} at priority ${p.priority}, not ${val === null ? 'NULL' : String(val)}`);
+    }
+  }
+
+  /** A value in the datatype the object's property takes. */
+  private encode(a: BacnetAddress, val: RawValue, what: string): { type: number; value: unknown } {
+    const tag = a.property === PROP_PRESENT_VALUE ? PRESENT_VALUE_TAG.get(a.type) : undefined;
+    const num = typeof val === 'boolean' ? (val ? 1 : 0) : val;
+    switch (tag) {
+      case TAG_REAL:
+      case TAG_DOUBLE:
+        if (typeof num !== 'number') throw configError(`${what}: a Str cannot be written to an analog value`);
+        return { type: tag, value: num };
+      case TAG_ENUMERATED:
+      case TAG_UNSIGNED:
+      case TAG_SIGNED:
+        if (typeof num !== 'number' || !Number.isInteger(num) || (tag !== TAG_SIGNED && num < 0)) {
+          throw configError(`${what}: takes ${tag === TAG_SIGNED ? 'a whole number' : 'a whole number, 0 or more'}, not ${String(val)}`);
+        }
+        return { type: tag, value: num };
+      case TAG_STRING:
+        return { type: tag, value: String(val) };
+      default:
+        // Another property, or an object type without a known presentValue datatype: by value.
+        if (typeof val === 'boolean') return { type: TAG_BOOLEAN, value: val };
+        if (typeof val === 'string') return { type: TAG_STRING, value: val };
+        return { type: TAG_REAL, value: val };
+    }
   }
 
   close(): Promise<void> {
@@ -257,6 +369,7 @@ export class BacnetDriver implements Driver {
   readonly connTag = 'bacnetConn';
   readonly refTag = 'bacnetConnRef';
   readonly curTag = 'bacnetCur';
+  readonly writeTag = 'bacnetWrite';
   readonly maxPerRequest: number;
   /** Told of batch-size changes (the app logs them). */
   log: ((message: string) => void) | undefined;

@@ -31,22 +31,22 @@ export function isBitTable(t: Table): boolean {
   return t === 'coil' || t === 'discrete';
 }
 
-export function parseModbusCur(text: string): ModbusAddress {
+export function parseModbusCur(text: string, tag = 'modbusCur'): ModbusAddress {
   const form = '<table>:<address>[:<type>[:<order>]], e.g. holding:10:float32:le';
   const parts = text.trim().split(':');
-  if (parts.length < 2 || parts.length > 4) throw configError(`modbusCur "${text}" is not of the form ${form}`);
+  if (parts.length < 2 || parts.length > 4) throw configError(`${tag} "${text}" is not of the form ${form}`);
   const [t, a, ty, o] = parts as [string, string, string | undefined, string | undefined];
-  if (!(TABLES as readonly string[]).includes(t)) throw configError(`modbusCur "${text}": table "${t}" is not one of ${TABLES.join(', ')}`);
+  if (!(TABLES as readonly string[]).includes(t)) throw configError(`${tag} "${text}": table "${t}" is not one of ${TABLES.join(', ')}`);
   const table = t as Table;
-  if (!/^\d+$/.test(a) || Number(a) > 65535) throw configError(`modbusCur "${text}": address "${a}" is not a 0-based address from 0 to 65535`);
+  if (!/^\d+$/.test(a) || Number(a) > 65535) throw configError(`${tag} "${text}": address "${a}" is not a 0-based address from 0 to 65535`);
   const address = Number(a);
   const bits = isBitTable(table);
   const type = (ty === undefined || ty === '' ? (bits ? 'bool' : 'uint16') : ty) as DataType;
-  if (!(type in WORDS)) throw configError(`modbusCur "${text}": type "${ty}" is not one of ${Object.keys(WORDS).join(', ')}`);
-  if (bits && type !== 'bool') throw configError(`modbusCur "${text}": a ${table} holds one bit; its type can only be bool`);
-  if (o !== undefined && o !== 'be' && o !== 'le') throw configError(`modbusCur "${text}": word order "${o}" is not be or le`);
+  if (!(type in WORDS)) throw configError(`${tag} "${text}": type "${ty}" is not one of ${Object.keys(WORDS).join(', ')}`);
+  if (bits && type !== 'bool') throw configError(`${tag} "${text}": a ${table} holds one bit; its type can only be bool`);
+  if (o !== undefined && o !== 'be' && o !== 'le') throw configError(`${tag} "${text}": word order "${o}" is not be or le`);
   const size = bits ? 1 : WORDS[type];
-  if (address + size - 1 > 65535) throw configError(`modbusCur "${text}": a ${type} at ${address} runs past address 65535`);
+  if (address + size - 1 > 65535) throw configError(`${tag} "${text}": a ${type} at ${address} runs past address 65535`);
   return { table, address, type, order: o ?? 'be', size };
 }
 
@@ -84,10 +84,33 @@ export function decodeRegisters(bytes: Uint8Array, start: number, a: ModbusAddre
   }
 }
 
-/** The registers (big-endian words, in the address's word order) that hold `v`: for simulators and tests. */
+const INT_RANGE: Partial<Readonly<Record<DataType, [number, number]>>> = {
+  bool: [0, 1],
+  uint16: [0, 0xffff],
+  int16: [-0x8000, 0x7fff],
+  uint32: [0, 0xffffffff],
+  int32: [-0x80000000, 0x7fffffff],
+};
+
+/**
+ * Why a value cannot be written to an address of this type (integer types take whole numbers in
+ * their range; float32 rounds), or undefined when it can.
+ */
+export function unencodable(a: ModbusAddress, v: number): string | undefined {
+  if (!Number.isFinite(v)) return `${String(v)} cannot be written to a ${a.type} register`;
+  const r = INT_RANGE[a.type];
+  if (r !== undefined && (Math.round(v) < r[0] || Math.round(v) > r[1])) return `${String(v)} is outside the range of a ${a.type} (${r[0]} to ${r[1]})`;
+  if (a.type === 'float32' && Math.abs(v) > 3.4028234663852886e38) return `${String(v)} is outside the range of a float32`;
+  return undefined;
+}
+
+/**
+ * The registers (big-endian words, in the address's word order) that hold `v`: what a write
+ * sends (integer types rounded; check with `unencodable` first), and what simulators serve.
+ */
 export function encodeRegisters(a: ModbusAddress, v: number | boolean): number[] {
   const dv = new DataView(new ArrayBuffer(8));
-  const x = typeof v === 'boolean' ? (v ? 1 : 0) : v;
+  const x = typeof v === 'boolean' ? (v ? 1 : 0) : a.type === 'float32' || a.type === 'float64' ? v : Math.round(v);
   switch (a.type) {
     case 'bool':
     case 'uint16':

@@ -20,6 +20,9 @@ import { type LinkSpec, describeLink } from './uri.js';
 /** Modbus function codes this driver reads with. */
 export type ReadFunction = 1 | 2 | 3 | 4;
 
+/** A write: one coil (FC 5), coils (FC 15), one register (FC 6) or registers (FC 16). */
+export type WriteRequest = { fc: 5; addr: number; value: boolean } | { fc: 15; addr: number; values: boolean[] } | { fc: 6; addr: number; value: number } | { fc: 16; addr: number; values: number[] };
+
 export interface ReadAnswer {
   /** Bits as booleans (FC 1, 2; padded to whole bytes) or registers as numbers (FC 3, 4). */
   data: readonly (boolean | number)[];
@@ -38,7 +41,9 @@ export class ModbusException extends Error {
   }
 }
 
-type Callback = (err: (Error & { modbusCode?: number; code?: string; errno?: string }) | null, res?: ReadAnswer) => void;
+type LibError = Error & { modbusCode?: number; code?: string; errno?: string };
+type Callback = (err: LibError | null, res?: ReadAnswer) => void;
+type WriteCallback = (err: LibError | null, res?: unknown) => void;
 
 interface Client {
   isOpen: boolean;
@@ -46,6 +51,10 @@ interface Client {
   writeFC2(unit: number, addr: number, len: number, next: Callback): void;
   writeFC3(unit: number, addr: number, len: number, next: Callback): void;
   writeFC4(unit: number, addr: number, len: number, next: Callback): void;
+  writeFC5(unit: number, addr: number, state: boolean, next: WriteCallback): void;
+  writeFC6(unit: number, addr: number, value: number, next: WriteCallback): void;
+  writeFC15(unit: number, addr: number, states: boolean[], next: WriteCallback): void;
+  writeFC16(unit: number, addr: number, values: number[], next: WriteCallback): void;
   connectTCP(host: string, opts: { port: number }): Promise<void>;
   connectRTUBuffered(path: string, opts: Record<string, unknown>): Promise<void>;
   close(cb: () => void): void;
@@ -89,7 +98,30 @@ export class ModbusLink {
 
   /** Reads `len` bits or registers from `unit`, after the requests queued before it. */
   read(unit: number, fc: ReadFunction, addr: number, len: number, timeoutMs: number): Promise<ReadAnswer> {
-    const run = this.queue.then(() => this.send(unit, fc, addr, len, timeoutMs));
+    return this.enqueue(() =>
+      this.send<ReadAnswer>(unit, timeoutMs, (client, done) => {
+        if (fc === 1) client.writeFC1(unit, addr, len, done);
+        else if (fc === 2) client.writeFC2(unit, addr, len, done);
+        else if (fc === 3) client.writeFC3(unit, addr, len, done);
+        else client.writeFC4(unit, addr, len, done);
+      }),
+    );
+  }
+
+  /** Writes coils or registers of `unit` in one request, in the same queue as reads. */
+  write(unit: number, w: WriteRequest, timeoutMs: number): Promise<void> {
+    return this.enqueue(async () => {
+      await this.send<unknown>(unit, timeoutMs, (client, done) => {
+        if (w.fc === 5) client.writeFC5(unit, w.addr, w.value, done);
+        else if (w.fc === 6) client.writeFC6(unit, w.addr, w.value, done);
+        else if (w.fc === 15) client.writeFC15(unit, w.addr, w.values, done);
+        else client.writeFC16(unit, w.addr, w.values, done);
+      });
+    });
+  }
+
+  private enqueue<T>(f: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(f);
     this.queue = run.catch(() => undefined);
     return run;
   }
@@ -101,12 +133,13 @@ export class ModbusLink {
     await this.closing;
   }
 
-  private async send(unit: number, fc: ReadFunction, addr: number, len: number, timeoutMs: number): Promise<ReadAnswer> {
+  /** One request: `issue` sends it with `done` as the library's callback. */
+  private async send<T>(unit: number, timeoutMs: number, issue: (client: Client, done: (err: LibError | null, res?: T) => void) => void): Promise<T> {
     if (this.closed) throw downError(`link ${this.description} is closed`);
     const deadline = Date.now() + timeoutMs;
     const client = await this.connected(timeoutMs);
     const left = Math.max(1, deadline - Date.now());
-    return new Promise<ReadAnswer>((resolve, reject) => {
+    return new Promise<T>((resolve, reject) => {
       let settled = false;
       const timer = setTimeout(() => {
         if (settled) return;
@@ -115,7 +148,7 @@ export class ModbusLink {
         this.drop();
         reject(downError(`no answer from unit ${unit} on ${this.description} within ${timeoutMs} ms`));
       }, left);
-      const done: Callback = (err, res) => {
+      const done = (err: LibError | null, res?: T): void => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
@@ -131,10 +164,7 @@ export class ModbusLink {
         }
       };
       try {
-        if (fc === 1) client.writeFC1(unit, addr, len, done);
-        else if (fc === 2) client.writeFC2(unit, addr, len, done);
-        else if (fc === 3) client.writeFC3(unit, addr, len, done);
-        else client.writeFC4(unit, addr, len, done);
+        issue(client, done);
       } catch (e) {
         done(e instanceof Error ? e : new Error(String(e)));
       }

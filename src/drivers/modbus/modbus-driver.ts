@@ -7,6 +7,12 @@
  * Point tags: `modbusCur` (see address.ts), optional `modbusScale` and `modbusOffset`
  * (value = raw × scale + offset, for numeric types).
  *
+ * Writes: `modbusWrite`, the same grammar as `modbusCur`, `holding` or `coil` only (the other
+ * tables are read-only in Modbus). Scale and offset are inverted (raw = (value - offset) / scale).
+ * A coil is written with function 5, one register with function 6, a value of several registers
+ * (int32, float32 ...) with one function 16, so the device never holds half a value. Modbus has
+ * no priorities: relinquishing (null) writes nothing.
+ *
  * Block reads: the points of one read are grouped by table and merged into requests over
  * contiguous (or overlapping) addresses of at most 100 registers or 2000 bits. When a device
  * refuses a block (exception 1, 2 or 3: a register in it does not exist), the block's points are
@@ -21,13 +27,15 @@ import {
   type PointRead,
   type PointSpec,
   type PreparedPoint,
+  type PreparedWrite,
+  type RawValue,
   configError,
   downError,
   refusedError,
 } from '../driver.js';
 import { durationTag, intTag, numberTag, uriTag } from '../tags.js';
-import { type ModbusAddress, type Table, decodeRegisters, isBitTable, parseModbusCur } from './address.js';
-import { ModbusException, ModbusLink, type ReadFunction } from './link.js';
+import { type ModbusAddress, type Table, decodeRegisters, encodeRegisters, isBitTable, parseModbusCur, unencodable } from './address.js';
+import { ModbusException, ModbusLink, type ReadFunction, type WriteRequest } from './link.js';
 import { type LinkSpec, linkKey, parseModbusUri } from './uri.js';
 
 export interface ModbusDriverOptions {
@@ -51,6 +59,14 @@ interface ModbusPoint extends PreparedPoint {
   readonly addr: ModbusAddress;
   readonly scale: number;
   readonly offset: number;
+}
+
+interface ModbusWrite extends PreparedWrite {
+  readonly conn: ModbusConn;
+  readonly addr: ModbusAddress;
+  readonly scale: number;
+  readonly offset: number;
+  readonly text: string;
 }
 
 interface Block {
@@ -88,6 +104,46 @@ class ModbusConn implements DriverConn {
     const offset = numberTag(point.tags, 'modbusOffset', 0);
     if (addr.type === 'bool' && (scale !== 1 || offset !== 0)) throw configError('modbusScale and modbusOffset apply to numeric types, not bool');
     return { id: point.id, conn: this, addr, scale, offset };
+  }
+
+  prepareWrite(point: PointSpec): ModbusWrite {
+    const w = point.tags.get('modbusWrite');
+    if (typeof w !== 'string') throw configError('modbusWrite is missing (a Str such as "holding:10:float32" or "coil:3")');
+    const addr = parseModbusCur(w, 'modbusWrite');
+    if (addr.table !== 'holding' && addr.table !== 'coil') {
+      throw configError(`modbusWrite "${w}": a ${addr.table === 'input' ? 'input register' : 'discrete input'} is read-only; write a holding register or a coil`);
+    }
+    const scale = numberTag(point.tags, 'modbusScale', 1);
+    const offset = numberTag(point.tags, 'modbusOffset', 0);
+    if (scale === 0) throw configError('modbusScale 0 cannot be inverted for writing');
+    if (addr.type === 'bool' && (scale !== 1 || offset !== 0)) throw configError('modbusScale and modbusOffset apply to numeric types, not bool');
+    return { id: point.id, conn: this, addr, scale, offset, text: w };
+  }
+
+  async write(point: PreparedWrite, val: RawValue | null): Promise<void> {
+    if (this.closed) throw downError('the connection is closed');
+    const p = point as ModbusWrite;
+    if (p.conn !== this) throw new Error(`point ${p.id} was prepared by another connection`);
+    // No priorities in Modbus: relinquishing leaves the device's last value.
+    if (val === null) return;
+    if (typeof val === 'string') throw configError(`modbusWrite ${p.text}: a Str cannot be written to a ${p.addr.table}`);
+    const a = p.addr;
+    let req: WriteRequest;
+    if (a.table === 'coil') req = { fc: 5, addr: a.address, value: typeof val === 'boolean' ? val : val !== 0 };
+    else {
+      const raw = typeof val === 'boolean' ? (val ? 1 : 0) : (val - p.offset) / p.scale;
+      const why = unencodable(a, raw);
+      if (why !== undefined) throw configError(`modbusWrite ${p.text}: ${why}${p.scale !== 1 || p.offset !== 0 ? ` (${String(val)} unscaled)` : ''}`);
+      const words = encodeRegisters(a, raw);
+      req = words.length === 1 ? { fc: 6, addr: a.address, value: words[0] as number } : { fc: 16, addr: a.address, values: words };
+    }
+    try {
+      await this.link.write(this.unit, req, this.timeoutMs);
+    } catch (e) {
+      if (!(e instanceof ModbusException)) throw this.asDown(e);
+      const what = a.size > 1 ? `${a.table} ${a.address}..${a.address + a.size - 1}` : `${a.table} ${a.address}`;
+      throw refusedError(`unit ${this.unit} refused the write of ${what}: ${e.message}`, e);
+    }
   }
 
   async read(points: readonly PreparedPoint[]): Promise<PointRead[]> {
@@ -201,6 +257,7 @@ export class ModbusDriver implements Driver {
   readonly connTag = 'modbusConn';
   readonly refTag = 'modbusConnRef';
   readonly curTag = 'modbusCur';
+  readonly writeTag = 'modbusWrite';
   readonly maxRegisters: number;
   readonly maxBits: number;
   private readonly timeoutMs: number;
