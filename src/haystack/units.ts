@@ -7,12 +7,22 @@
  * (%, pH, ppm, power factor ...) share a quantity in the database without being interchangeable,
  * so among them only the unit itself converts.
  */
-import { HUnit } from 'haystack-core';
-import 'haystack-units';
+import { createRequire } from 'node:module';
+import type { HUnit as HUnitClass } from 'haystack-core';
 
-/** Whether the text is a unit of the Haystack database. */
-export function isKnownUnit(unit: string): boolean {
-  return HUnit.get(unit) !== undefined;
+/**
+ * The unit database, loaded on first use: importing it takes some 0.3 s on a loaded machine,
+ * which every `hayloft` command and start would pay though few ever convert a unit.
+ */
+let db: typeof HUnitClass | undefined;
+function units(): typeof HUnitClass {
+  if (db === undefined) {
+    const require = createRequire(import.meta.url);
+    const core = require('haystack-core') as { HUnit: typeof HUnitClass };
+    require('haystack-units'); // defines every unit in haystack-core's database
+    db = core.HUnit;
+  }
+  return db;
 }
 
 /**
@@ -21,8 +31,8 @@ export function isKnownUnit(unit: string): boolean {
  */
 export function convertUnit(val: number, from: string, to: string): number | { err: string } {
   if (from === to) return val;
-  const a = HUnit.get(from);
-  const b = HUnit.get(to);
+  const a = units().get(from);
+  const b = units().get(to);
   if (a === undefined) return { err: `unit ${from} is not a Haystack unit` };
   if (b === undefined) return { err: `unit ${to} is not a Haystack unit` };
   if (a.equals(b)) return val;
