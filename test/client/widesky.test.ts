@@ -223,3 +223,24 @@ t.test('a history round trip through the client: hisWrite, hisRead, hisDelete (p
     t.same(left.success.map((rows) => rows.length), [10, 10], 'batch.hisDelete removed its span of both points');
   });
 });
+
+t.test('pointWrite at level 17 through the client, as WideSky users call it', async (t) => {
+  const s = await startApp(t);
+  const c = client(s.base);
+  await c.create([{ site: 'm:', name: 's:hq' }]);
+  const made = await c.create([{ point: 'm:', writable: 'm:', kind: 's:Number', name: 's:sp', siteRef: 'r:hq', unit: 's:°C' }]);
+  const sp = String(made.rows[0]?.id).slice(2).split(' ')[0] as string;
+  // The client has no pointWrite method: its users call it through submitRequest, in JSON v2.
+  const call = (row: Record<string, unknown>): Promise<{ rows: Record<string, unknown>[] }> =>
+    c.submitRequest('POST', '/api/pointWrite', { meta: { ver: '2.0' }, cols: Object.keys(row).map((name) => ({ name })), rows: [row] });
+  const written = await call({ id: `r:${sp}`, level: 'n:17', val: 'n:21.5 °C', who: 's:widesky' });
+  t.equal(written.rows.length, 17, 'the answer is the array');
+  t.same(written.rows[16], { level: 'n:17', levelDis: 's:17 (default)', val: 'n:21.5 °C', who: 's:widesky' }, 'level 17 holds the value and who');
+  const read = await call({ id: `r:${sp}` });
+  t.same(read.rows.filter((r) => 'val' in r).map((r) => r.level), ['n:17'], 'read back: only level 17 is set');
+  const rec = await c.read(sp);
+  t.equal(rec.rows[0]?.writeVal, 'n:21.5 °C', 'the point shows writeVal');
+  t.equal(rec.rows[0]?.writeLevel, 'n:17');
+  await call({ id: `r:${sp}`, level: 'n:17', who: 's:widesky' });
+  t.equal((await c.read(sp)).rows[0]?.writeVal, undefined, 'a write without val relinquishes');
+});
