@@ -81,11 +81,11 @@ if (skip !== null) {
   ];
   const writeSpecs = WRITES.map((x) => writePoint(x.w, { ...(x.scale !== undefined ? { modbusScale: x.scale } : {}), ...(x.offset !== undefined ? { modbusOffset: x.offset } : {}) }));
   /** What the slave holds at a write address, read by pymodbus' own client and decoded here. */
-  const heldAt = (i: number): RawValue => {
+  const heldAt = async (i: number): Promise<RawValue> => {
     const x = WRITES[i] as (typeof WRITES)[number];
     const a = parseModbusCur(x.w);
-    if (a.table === 'coil') return slave.readBack('co', a.address, 1)[0] === 1;
-    const words = slave.readBack('hr', a.address, a.size);
+    if (a.table === 'coil') return (await slave.readBack('co', a.address, 1))[0] === 1;
+    const words = await slave.readBack('hr', a.address, a.size);
     const bytes = new Uint8Array(words.flatMap((v) => [v >> 8, v & 0xff]));
     const raw = decodeRegisters(bytes, a.address, a) as number;
     return raw * (x.scale ?? 1) + (x.offset ?? 0);
@@ -140,7 +140,7 @@ if (skip !== null) {
       speak: () => slave.unmute(1),
       writes: {
         points: WRITES.map((x, i) => ({ spec: writeSpecs[i] as PointSpec, val: x.val })),
-        readBack: (i) => Promise.resolve(heldAt(i)),
+        readBack: (i) => heldAt(i),
         // Modbus has no priorities: a relinquish leaves the last value.
         relinquished: (i) => (WRITES[i] as (typeof WRITES)[number]).val,
         refused: writePoint('holding:5000'),
@@ -163,15 +163,15 @@ if (skip !== null) {
     const write = c.write?.bind(c) as NonNullable<typeof c.write>;
     const prep = c.prepareWrite?.bind(c) as NonNullable<typeof c.prepareWrite>;
     await write(prep(writePoint('holding:60:float32')), 1.5);
-    t.same(slave.readBack('hr', 60, 2), [0x3fc0, 0x0000], 'float32 1.5, both words (big-endian word order)');
+    t.same(await slave.readBack('hr', 60, 2), [0x3fc0, 0x0000], 'float32 1.5, both words (big-endian word order)');
     await write(prep(writePoint('holding:62:uint32:le')), 0x12345678);
-    t.same(slave.readBack('hr', 62, 2), [0x5678, 0x1234], 'uint32, word-swapped');
+    t.same(await slave.readBack('hr', 62, 2), [0x5678, 0x1234], 'uint32, word-swapped');
     await write(prep(writePoint('coil:30')), false);
-    t.same(slave.readBack('co', 30, 1), [0]);
+    t.same(await slave.readBack('co', 30, 1), [0]);
     await write(prep(writePoint('coil:30')), true);
-    t.same(slave.readBack('co', 30, 1), [1], 'a coil (function 5)');
+    t.same(await slave.readBack('co', 30, 1), [1], 'a coil (function 5)');
     await write(prep(writePoint('holding:64:bool')), true);
-    t.same(slave.readBack('hr', 64, 1), [1], 'a Bool to a register is 1');
+    t.same(await slave.readBack('hr', 64, 1), [1], 'a Bool to a register is 1');
     for (const [w, v, why] of [
       ['holding:65:uint16', 70000, /outside the range of a uint16/],
       ['holding:65:int16', -40000, /outside the range of a int16/],
@@ -180,9 +180,9 @@ if (skip !== null) {
     ] as const) {
       await t.rejects(write(prep(writePoint(w)), v), { code: ErrorCodes.DRIVER_CONFIG, message: why }, `${w} ${String(v)}`);
     }
-    t.same(slave.readBack('hr', 65, 1), [0], 'nothing was written');
+    t.same(await slave.readBack('hr', 65, 1), [0], 'nothing was written');
     await write(prep(writePoint('holding:66:uint16')), null);
-    t.same(slave.readBack('hr', 66, 1), [0], 'a relinquish writes nothing');
+    t.same(await slave.readBack('hr', 66, 1), [0], 'a relinquish writes nothing');
   });
 
   t.test('every table, type and word order; scaling', async (t) => {

@@ -6,7 +6,7 @@
  * Debian's python3 is used by path: the first `python3` on PATH may be another build that does
  * not see Debian's packages (shared/notes/dependencies.md).
  */
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, execFile, spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -130,8 +130,10 @@ export class ModbusSlave {
   /**
    * Reads holding registers or coils back with pymodbus' own TCP client in a process of its own:
    * a client independent of the driver under test, so a write is checked by someone else.
+   * Asynchronous: a Hayloft running in the test's process keeps serving meanwhile (a blocking
+   * spawn would stall its timers past their request timeouts on a loaded machine).
    */
-  readBack(table: 'hr' | 'co', address: number, count: number, unit = 1): number[] {
+  async readBack(table: 'hr' | 'co', address: number, count: number, unit = 1): Promise<number[]> {
     if (this.mode !== 'tcp') throw new Error('readBack needs a TCP slave');
     const call = table === 'hr' ? 'read_holding_registers' : 'read_coils';
     const field = table === 'hr' ? 'registers' : 'bits';
@@ -144,9 +146,13 @@ export class ModbusSlave {
       'c.close()',
       `print(json.dumps([int(x) for x in r.${field}[:${count}]]))`,
     ].join('\n');
-    const out = spawnSync(DEBIAN_PYTHON, ['-c', code], { encoding: 'utf8', timeout: 10_000 });
-    if (out.status !== 0) throw new Error(`pymodbus client failed: ${out.stderr}`);
-    return JSON.parse(out.stdout.trim()) as number[];
+    const out = await new Promise<string>((resolve, reject) => {
+      execFile(DEBIAN_PYTHON, ['-c', code], { encoding: 'utf8', timeout: 60_000 }, (err, stdout, stderr) => {
+        if (err !== null) reject(new Error(`pymodbus client failed: ${stderr || err.message}`));
+        else resolve(stdout);
+      });
+    });
+    return JSON.parse(out.trim()) as number[];
   }
 
   /** The unit stops answering (the link stays up). */

@@ -37,9 +37,9 @@ if (skip !== null) {
   t.test('Modbus: pointWrite moves the device; timed override; device down; faults; writeOnStart', async (t) => {
     const slave = await ModbusSlave.tcp({ units: [1], size: 100 });
     t.teardown(() => slave.kill());
-    const held = (cur: string): number => {
+    const held = async (cur: string): Promise<number> => {
       const a = parseModbusCur(cur);
-      const words = slave.readBack('hr', a.address, a.size);
+      const words = await slave.readBack('hr', a.address, a.size);
       return decodeRegisters(new Uint8Array(words.flatMap((v) => [v >> 8, v & 0xff])), a.address, a) as number;
     };
     const r = await startApp(t);
@@ -63,15 +63,15 @@ if (skip !== null) {
 
     ok(t, await pointWrite(r, 'sp', 17, HNumber.of(20, '°C')), 'level 17');
     await recUntil(r, 'written', 'sp', (x) => x.get('writeStatus') === 'ok' && text(x.get('writeVal')) === '20°C');
-    t.equal(held('holding:10:float32'), 20, 'the slave holds 20 (read by pymodbus)');
+    t.equal(await held('holding:10:float32'), 20, 'the slave holds 20 (read by pymodbus)');
     await recUntil(r, 'read back', 'sp', (x) => text(x.get('curVal')) === '20°C');
     t.pass('curVal reads the written value back from the device');
 
     // A timed override (real time: one second) moves the device and ends by itself.
     ok(t, await pointWrite(r, 'sp', 8, HNumber.of(71.6, '°F'), { duration: HNumber.of(1, 's') }), 'timed override in °F');
-    await until('override on the device', async () => (held('holding:10:float32') === 22 ? true : undefined));
+    await until('override on the device', async () => ((await held('holding:10:float32')) === 22 ? true : undefined));
     t.pass('the slave holds 22 (71.6°F as °C)');
-    await until('override ended on the device', async () => (held('holding:10:float32') === 20 ? true : undefined));
+    await until('override ended on the device', async () => ((await held('holding:10:float32')) === 20 ? true : undefined));
     const after = await recUntil(r, 'level 17 again', 'sp', (x) => x.get('writeLevel') instanceof HNumber && (x.get('writeLevel') as HNumber).val === 17 && x.get('writeStatus') === 'ok');
     t.same(after.get('writeVal'), HNumber.of(20, '°C'), 'the default level again, on the device too');
 
@@ -85,7 +85,7 @@ if (skip !== null) {
     t.match(faults.get('writeErr'), /read-only/, 'a read-only address is a fault at once');
     await slave.unmute(1);
     await recUntil(r, 'retried', 'sp', (x) => x.get('writeStatus') === 'ok' && x.get('writeErr') === undefined);
-    t.equal(held('holding:10:float32'), 21, 'the retry landed');
+    t.equal(await held('holding:10:float32'), 21, 'the retry landed');
 
     ok(t, await pointWrite(r, 'far', 17, HNumber.of(1)), 'write to an address the device does not have');
     const far = await recUntil(r, 'refused', 'far', (x) => x.get('writeStatus') === 'fault');
@@ -94,9 +94,9 @@ if (skip !== null) {
     // Someone changes the register; a restart writes the point's value again (writeOnStart).
     await slave.set('hr', 10, [0, 0]);
     await recUntil(r, 'the change read', 'sp', (x) => text(x.get('curVal')) === '0°C');
-    t.equal(held('holding:10:float32'), 0, 'the device lost the value, and nothing rewrites it while the array is unchanged');
+    t.equal(await held('holding:10:float32'), 0, 'the device lost the value, and nothing rewrites it while the array is unchanged');
     await r.restart();
-    await until('rewritten at start', async () => (held('holding:10:float32') === 21 ? true : undefined));
+    await until('rewritten at start', async () => ((await held('holding:10:float32')) === 21 ? true : undefined));
     t.pass('writeOnStart wrote the stored value again');
   });
 }
