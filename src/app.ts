@@ -6,6 +6,9 @@ import { readFileSync } from 'node:fs';
 import { AuthService, type Bootstrap } from './auth/auth.js';
 import { type ApiServer, createApiServer } from './api/server.js';
 import { allOps } from './api/ops/index.js';
+import { graphqlGroup } from './api/graphql/index.js';
+import { pushGroup } from './api/push.js';
+import { adminRoutes } from './api/routes/admin.js';
 import type { Config } from './config/index.js';
 import { MAX_DEPTH } from './haystack/limits.js';
 import { timeZone } from './haystack/tz.js';
@@ -176,6 +179,8 @@ export class App {
         metricsOpen: config.metricsOpen,
         health: () => healthOf(store, (clock.now() - bootTime) / 1000),
         backup: () => backupStream(store, { productVersion: productVersion(), now: clock.now() }),
+        // WideSky's calls beyond the ops: push of watch changes, GraphQL, admin calls.
+        groups: [pushGroup({ auth, watches, log }), graphqlGroup({ model, history, clock }), adminRoutes(auth)],
       });
       const app = new App(config, log, { store, model, auth, history, points, drivers, watches, server });
       app.metrics = metrics;
