@@ -57,9 +57,9 @@ t.test('pointData per changed point, as the poll sets it, in the JSON encoding',
   await next(sock, 'connect');
   const got: Record<string, unknown>[] = [];
   sock.on('pointData', (d: Record<string, unknown>) => got.push(d));
-  // What a driver's poll does: curVal/curStatus through the model's transient tags.
-  s.app.model.setTransient(ids[0] as string, { curVal: new HNumber(21.5, '°C'), curStatus: 'ok' });
-  s.app.model.setTransient(ids[2] as string, { curStatus: 'down', curErr: 'device 1 does not answer' });
+  // What a driver's poll does: curVal/curStatus through point state.
+  s.app.points.setCur(ids[0] as string, { curVal: new HNumber(21.5, '°C'), curStatus: 'ok' });
+  s.app.points.setCur(ids[2] as string, { curStatus: 'down', curErr: 'device 1 does not answer' });
   while (got.length < 2) await next(sock, 'pointData');
   t.same(got, [
     { id: `r:${ids[0]}`, curVal: 'n:21.5 °C', curStatus: 's:ok' },
@@ -67,9 +67,9 @@ t.test('pointData per changed point, as the poll sets it, in the JSON encoding',
   ]);
   // A point set twice before the flush goes out once, with its newest value.
   got.length = 0;
-  s.app.model.setTransient(ids[1] as string, { curVal: new HNumber(1, '°C'), curStatus: 'ok' });
-  s.app.model.setTransient(ids[1] as string, { curVal: new HNumber(2, '°C'), curStatus: 'ok' });
-  s.app.model.setTransient(ids[0] as string, { curVal: new HNumber(22, '°C'), curStatus: 'ok' });
+  s.app.points.setCur(ids[1] as string, { curVal: new HNumber(1, '°C'), curStatus: 'ok' });
+  s.app.points.setCur(ids[1] as string, { curVal: new HNumber(2, '°C'), curStatus: 'ok' });
+  s.app.points.setCur(ids[0] as string, { curVal: new HNumber(22, '°C'), curStatus: 'ok' });
   while (got.length < 2) await next(sock, 'pointData');
   t.same(got, [
     { id: `r:${ids[1]}`, curVal: 'n:2 °C', curStatus: 's:ok' },
@@ -102,8 +102,8 @@ t.test('the same permission filtering as watchPoll; refusals at connect', async 
   await s.app.model.update([HDict.of({ id: pol?.get('id') as HRef, filter: 'name == "p0"' })]);
   const got: Record<string, unknown>[] = [];
   sock.on('pointData', (d: Record<string, unknown>) => got.push(d));
-  s.app.model.setTransient(ids[0] as string, { curVal: new HNumber(1, '°C'), curStatus: 'ok' });
-  s.app.model.setTransient(ids[1] as string, { curVal: new HNumber(2, '°C'), curStatus: 'ok' });
+  s.app.points.setCur(ids[0] as string, { curVal: new HNumber(1, '°C'), curStatus: 'ok' });
+  s.app.points.setCur(ids[1] as string, { curVal: new HNumber(2, '°C'), curStatus: 'ok' });
   while (got.length < 2) await next(sock, 'pointData');
   t.same(got, [
     { id: `r:${ids[0]}`, curVal: 'n:1 °C', curStatus: 's:ok' },
@@ -123,7 +123,7 @@ t.test('the same permission filtering as watchPoll; refusals at connect', async 
   // Logging out revokes the token: the socket is closed at its next event.
   const gone = next<string>(sock, 'disconnect');
   await fetch(`${s.base}/oauth2/token`, { method: 'DELETE', headers: h });
-  s.app.model.setTransient(ids[0] as string, { curVal: new HNumber(3, '°C'), curStatus: 'ok' });
+  s.app.points.setCur(ids[0] as string, { curVal: new HNumber(3, '°C'), curStatus: 'ok' });
   t.equal(await gone, 'io server disconnect', 'a revoked token closes the socket');
 });
 
@@ -144,7 +144,7 @@ t.test('an expired lease ends the sockets; a slow consumer is dropped', async (t
   const server = createApiServer({
     ops: allOps,
     auth: s.app.auth,
-    ctx: { model: s.app.model, clock, log: silentLogger(), info: { serverName: 't', tz: {} as never, productVersion: '0', bootTime: 0 }, watches: s.app.watches, history: s.app.history },
+    ctx: { model: s.app.model, clock, log: silentLogger(), info: { serverName: 't', tz: {} as never, productVersion: '0', bootTime: 0 }, watches: s.app.watches, history: s.app.history, points: s.app.points },
     log: silentLogger(),
     maxBodyBytes: 1 << 20,
     debug: false,
@@ -158,7 +158,7 @@ t.test('an expired lease ends the sockets; a slow consumer is dropped', async (t
   t.teardown(() => slow.close());
   await next(slow, 'connect');
   const dropped = next<string>(slow, 'disconnect');
-  for (const id of ids) s.app.model.setTransient(id, { curVal: new HNumber(Math.random(), '°C'), curStatus: 'ok' });
+  for (const id of ids) s.app.points.setCur(id, { curVal: new HNumber(Math.random(), '°C'), curStatus: 'ok' });
   t.equal(await dropped, 'transport close', 'the slow consumer was disconnected, not buffered');
   const poll = await postGrid(base, 'watchPoll', grid({ watchId: w2 }), { headers: s.auth });
   t.equal(poll.grid?.size, 20, 'its changes are still there to poll');
