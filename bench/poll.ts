@@ -13,7 +13,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
+import type net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -24,13 +24,14 @@ import { findTimeZone } from '../src/haystack/tz.js';
 import { HDict, HNumber, HRef, HUri, MARKER } from '../src/haystack/values.js';
 import { silentLogger } from '../src/lib/log.js';
 import { hasFlag, machineLine, median, numberArg, recordSection } from './harness.js';
+import { serveRegisters } from './modbus-sim.js';
 
 const args = process.argv.slice(2);
 
 // ---------------------------------------------------------------------------------------------
 // The devices (child process)
 
-/** Minimal Modbus TCP slaves answering FC 3 and 4 from registers that change every second. */
+/** Modbus TCP slaves (bench/modbus-sim) answering from registers that change every second. */
 function simulate(devices: number, registers: number): void {
   const regs = new Uint16Array(registers);
   let tick = 0;
@@ -43,38 +44,7 @@ function simulate(devices: number, registers: number): void {
   const ports: number[] = [];
   let listening = 0;
   for (let d = 0; d < devices; d++) {
-    const server = net.createServer((sock) => {
-      sock.setNoDelay(true);
-      let buf: Buffer = Buffer.alloc(0);
-      sock.on('data', (chunk: Buffer) => {
-        buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
-        while (buf.length >= 12 && buf.length >= 6 + buf.readUInt16BE(4)) {
-          const n = 6 + buf.readUInt16BE(4);
-          const tid = buf.readUInt16BE(0);
-          const unit = buf[6] as number;
-          const fc = buf[7] as number;
-          const addr = buf.readUInt16BE(8);
-          const qty = buf.readUInt16BE(10);
-          buf = buf.subarray(n);
-          let pdu: Buffer;
-          if ((fc === 3 || fc === 4) && qty >= 1 && qty <= 125 && addr + qty <= registers) {
-            pdu = Buffer.alloc(2 + qty * 2);
-            pdu[0] = fc;
-            pdu[1] = qty * 2;
-            for (let i = 0; i < qty; i++) pdu.writeUInt16BE(regs[addr + i] as number, 2 + i * 2);
-          } else pdu = Buffer.from([fc | 0x80, 2]);
-          const out = Buffer.alloc(7 + pdu.length);
-          out.writeUInt16BE(tid, 0);
-          out.writeUInt16BE(0, 2);
-          out.writeUInt16BE(pdu.length + 1, 4);
-          out[6] = unit;
-          pdu.copy(out, 7);
-          sock.write(out);
-        }
-      });
-      sock.on('error', () => undefined);
-    });
-    server.listen(0, '127.0.0.1', () => {
+    void serveRegisters(regs).then((server) => {
       ports[d] = (server.address() as net.AddressInfo).port;
       if (++listening === devices) process.stdout.write(JSON.stringify(ports) + '\n');
     });

@@ -8,6 +8,9 @@ import { type ApiServer, createApiServer } from './api/server.js';
 import { type TlsFiles, tlsFiles, watchTls } from './api/tls.js';
 import { ErrorCodes, HayloftError } from './lib/errors.js';
 import { allOps } from './api/ops/index.js';
+import { graphqlGroup } from './api/graphql/index.js';
+import { pushGroup } from './api/push.js';
+import { adminRoutes } from './api/routes/admin.js';
 import type { Config } from './config/index.js';
 import { MAX_DEPTH } from './haystack/limits.js';
 import { timeZone } from './haystack/tz.js';
@@ -193,6 +196,8 @@ export class App {
         metricsOpen: config.metricsOpen,
         health: () => healthOf(store, (clock.now() - bootTime) / 1000),
         backup: () => backupStream(store, { productVersion: productVersion(), now: clock.now() }),
+        // WideSky's calls beyond the ops: push of watch changes, GraphQL, admin calls.
+        groups: [pushGroup({ auth, watches, log }), graphqlGroup({ model, history, clock }), adminRoutes(auth)],
       });
       const app = new App(config, log, { store, model, auth, history, points, writer, drivers, watches, server });
       app.metrics = metrics;

@@ -55,6 +55,8 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   [ErrorCodes.LIMIT]: 400,
   // The server is busy reading other bodies: the client retries after Retry-After.
   [ErrorCodes.BUSY]: 503,
+  // A GraphQL query over its depth, field or history-point bounds: the client's to narrow.
+  [ErrorCodes.GRAPHQL_LIMIT]: 400,
   [ErrorCodes.UNSUPPORTED_MEDIA_TYPE]: 415,
   // A configuration problem surfacing during a request is the server's fault, not the client's.
   [ErrorCodes.BAD_CONFIG]: 500,

@@ -225,7 +225,7 @@ export class AuthService {
   }
 
   /** Creates a user entity with a password; `roleRef` names an existing role (id or name). */
-  async addUser(username: string, password: string, roleRef: string, dis?: string): Promise<string> {
+  async addUser(username: string, password: string, roleRef: string, dis?: string, extra: Readonly<Record<string, HVal>> = {}): Promise<string> {
     if (!/^[^\s@]+@[^\s@]+$|^[A-Za-z0-9._-]+$/.test(username)) {
       throw new HayloftError(ErrorCodes.INVALID_RECORD, `${quoteInput(username)} is not a valid user name (an e-mail address, or letters, digits, . _ -)`);
     }
@@ -234,11 +234,18 @@ export class AuthService {
     if (roleId === undefined || !this.model.stored(roleId)?.has('role')) throw new HayloftError(ErrorCodes.NOT_FOUND, `no role ${quoteInput(roleRef)}`);
     this.checkPassword(password);
     const [u] = await this.model.create([
-      HDict.of({ user: MARKER, username, dis: dis ?? username, roleRef: new HRef(roleId) }),
+      HDict.of({ ...extra, user: MARKER, username, dis: dis ?? username, roleRef: new HRef(roleId) }),
     ]);
     const id = (u?.get('id') as HRef).id;
     await this.setPassword(id, password);
     return id;
+  }
+
+  /** Drops cached grants and user names (rebuilt on the next request; model changes drop them too). */
+  reloadCache(): void {
+    this.gen++;
+    this.grantsCache.clear();
+    this.usernames = undefined;
   }
 
   async removeUser(username: string): Promise<void> {

@@ -111,6 +111,8 @@ export const ErrorCodes = {
   BAD_BACKUP: 'HL_BAD_BACKUP',
   /** `hayloft restore` into a data folder that is not empty. */
   RESTORE_NOT_EMPTY: 'HL_RESTORE_NOT_EMPTY',
+  /** GraphQL: a query deeper, wider or with more history data points than the limits allow. */
+  GRAPHQL_LIMIT: 'HL_GRAPHQL_LIMIT',
   /** Anything unexpected: logged, answered with 500, the server keeps serving. */
   INTERNAL: 'HL_INTERNAL',
 } as const;

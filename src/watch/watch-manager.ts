@@ -8,6 +8,9 @@
  * or all watches per change; a poll walks only its own changed ids and reads their values then,
  * so a point set ten times between polls costs one row.
  *
+ * Push: sockets listen to a watch (`listen`); a change reaches its listeners in the same call that
+ * marks it changed, and a watch that closes or expires tells them it ended.
+ *
  * Ownership: a watch belongs to the user (owner key) that opened it; any other owner sees it as
  * unknown, so watch ids reveal nothing across users. Leases: every watchSub and watchPoll renews;
  * an expired watch is closed when next touched or by the housekeeping timer, whichever is first.
@@ -76,6 +79,14 @@ export interface WatchAnswer {
 /** The columns of watch answers, in this order even when no row has a value for one. */
 export const WATCH_COLS: readonly string[] = ['id', 'curVal', 'curStatus', 'curErr'];
 
+/** What a push connection is told about the watch it listens to. */
+export interface WatchListener {
+  /** A point of the watch changed (cur tags, deleted, created again): called once per change, synchronously. */
+  changed(id: string): void;
+  /** The watch was closed (watchUnsub, or the manager stopped) or its lease expired: nothing more comes. */
+  ended(why: 'closed' | 'expired'): void;
+}
+
 const UNKNOWN_POINT = 'unknown point';
 const DELETED_POINT = 'the point was deleted from the model: remove it with watchUnsub';
 
@@ -84,6 +95,8 @@ class Watch {
   readonly points = new Set<string>();
   /** Ids changed since the last poll, in order of first change. */
   readonly changed = new Set<string>();
+  /** Push connections on this watch; undefined while there are none (the common case). */
+  listeners: Set<WatchListener> | undefined = undefined;
   lease: Lease;
   expires: number;
 
@@ -155,6 +168,7 @@ export class WatchManager {
     this.timer = undefined;
     for (const f of this.unlisten) f();
     this.unlisten = [];
+    for (const w of [...this.watches.values()]) this.closeWatch(w, 'closed');
     this.watches.clear();
     this.byOwner.clear();
     this.byPoint.clear();
@@ -291,6 +305,30 @@ export class WatchManager {
     return true;
   }
 
+  /**
+   * Push: calls `l.changed(id)` for every change of a point on the owner's open watch, and
+   * `l.ended` when it closes or expires. Does not renew the lease (watchSub and watchPoll do).
+   * Throws HL_WATCH_NOT_FOUND as poll does. Returns the function that stops listening.
+   */
+  listen(owner: string, watchId: string, l: WatchListener): () => void {
+    this.mustBeStarted();
+    const w = this.open(owner, watchId, this.clock.now());
+    (w.listeners ??= new Set()).add(l);
+    return () => {
+      w.listeners?.delete(l);
+    };
+  }
+
+  /** Whether the owner has this watch open (for a push connection's handshake). */
+  isOpen(owner: string, watchId: string): boolean {
+    return this.find(owner, watchId) !== undefined;
+  }
+
+  /** A point's row as watchPoll answers it (id, curVal, curStatus, curErr), for push. */
+  row(id: string, visible: Visible): HDict {
+    return this.rowFor(id, visible);
+  }
+
   /** Closes every expired watch; returns how many. Run by the timer; tests call it directly. */
   housekeep(): number {
     const now = this.clock.now();
@@ -345,6 +383,9 @@ export class WatchManager {
     w.points.clear();
     w.changed.clear();
     this.log?.debug({ watchId: w.id, dis: w.dis }, `watch ${why}`);
+    const ls = w.listeners;
+    w.listeners = undefined;
+    if (ls !== undefined) for (const l of ls) l.ended(why);
   }
 
   private unindex(w: Watch, id: string): void {
@@ -358,7 +399,10 @@ export class WatchManager {
   private touched(id: string): void {
     const holders = this.byPoint.get(id);
     if (holders === undefined) return;
-    for (const w of holders) w.changed.add(id);
+    for (const w of holders) {
+      w.changed.add(id);
+      if (w.listeners !== undefined) for (const l of w.listeners) l.changed(id);
+    }
   }
 
   /**

@@ -34,9 +34,22 @@ declare module '@widesky/jswidesky-client' {
       hisWrite(data: HisWritePayload | Record<string, Record<string, unknown>>, options?: unknown): Promise<BatchResult<Grid>>;
       hisRead(ids: string[], from: string | Date, to?: Date, options?: unknown): Promise<BatchResult<{ ts: string; val: unknown }[]>>;
       hisDelete(ids: string[], timeStart: Date, timeEnd: Date, options?: unknown): Promise<BatchResult<Grid>>;
+      multiFind(filterAndLimits: [string, number?][] | (string | number)[][], options?: unknown): Promise<BatchResult<Record<string, unknown>[]>>;
     };
+    query(graphql: string, metadata?: unknown): Promise<{ data?: Record<string, unknown>; errors?: unknown[] }>;
+    findAsId(filter: string, limit?: number): Promise<string[]>;
+    entityCount(filter: string): Promise<number>;
+    createUser(email: string, name: string, description: string, roles: string[], password?: string | null, method?: string): Promise<unknown>;
+    reloadCache(): Promise<unknown>;
+    /** A socket.io-client 2.x Socket, not yet connected (call open()). */
+    getWatchSocket(watchId: string): WatchSocket;
     impersonateAs(userId: string): void;
     unsetImpersonate(): void;
+  }
+  interface WatchSocket {
+    open(): WatchSocket;
+    close(): WatchSocket;
+    on(event: string, listener: (...args: never[]) => void): WatchSocket;
   }
   interface BatchResult<T> {
     success: T[];

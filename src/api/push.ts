@@ -1,0 +1,246 @@
+/**
+ * Push of watch changes over socket.io, as WideSky serves it (docs: "Websocket subscription"):
+ * path `/socket.io`, one namespace per watch (`/<watchId>`), the access token as the
+ * `Authorization` query parameter (WideSky's client) or header (`Bearer` optional), and one
+ * `pointData` event per changed point: `{id, curVal, curStatus, curErr}` in the Haystack JSON
+ * encoding (`"n:21.5 °C"`, `"s:ok"`), the same row watchPoll gives, filtered by the same
+ * permissions. Engine.IO 3 (socket.io-client 2.x, which the WideSky client bundles) and 4.
+ *
+ * Timing: the watch manager calls `changed` synchronously for every value set; ids are gathered
+ * per socket (a point set twice before the flush is sent once, with its newest value) and sent
+ * in one setImmediate after the poll that set them, so a whole poll cycle goes out together and
+ * no event waits for a timer.
+ *
+ * Ends: a closed watch or an expired lease disconnects the watch's sockets; the token is checked
+ * again every `authCheckMs` (expired, revoked, user gone: disconnected; changed permissions apply
+ * to the next events); a socket whose unsent packets pass `maxQueued` is a slow consumer and is
+ * disconnected rather than buffered without bound (it can poll, or reconnect and refresh).
+ */
+import type http from 'node:http';
+import { Server as IoServer, type Namespace, type Socket } from 'socket.io';
+import type { AuthService, Principal } from '../auth/auth.js';
+import { encodeVal, type JsonValue } from '../haystack/json.js';
+import { HRef, type HDict } from '../haystack/values.js';
+import { ErrorCodes, HayloftError, isHayloftError } from '../lib/errors.js';
+import type { Logger } from '../lib/log.js';
+import type { Visible, WatchManager } from '../watch/index.js';
+import type { RouteGroup } from './routes.js';
+
+export interface PushOptions {
+  /** Null only on a server without authentication (tests of the mechanics). */
+  auth: AuthService | null;
+  watches: WatchManager;
+  log: Logger;
+  /** Packets waiting in one socket's buffer before it is dropped as a slow consumer (default 50,000). */
+  maxQueued?: number;
+  /** How often each socket's token is checked again, ms (default 2,000). */
+  authCheckMs?: number;
+}
+
+export const DEFAULT_MAX_QUEUED = 50_000;
+
+/** What one socket on one watch holds. */
+class PushClient {
+  readonly pending = new Set<string>();
+  visible: Visible;
+  unlisten: (() => void) | undefined;
+
+  constructor(
+    readonly socket: Socket,
+    readonly token: string,
+    readonly impersonate: string | undefined,
+    public principal: Principal | null,
+  ) {
+    this.visible = visibleOf(principal);
+  }
+}
+
+/** Undefined (no per-point checks) when the principal may read and watch everything, as watchPoll decides. */
+function visibleOf(p: Principal | null): Visible {
+  const g = p?.grants;
+  if (g === undefined || (g.hasAll('MODEL_READ') && g.hasAll('WATCH'))) return undefined;
+  return (rec) => g.allows('MODEL_READ', rec) && g.allows('WATCH', rec);
+}
+
+function tokenOf(socket: Socket): string {
+  const q = socket.handshake.query.Authorization ?? socket.handshake.query.authorization;
+  const auth = socket.handshake.auth as { token?: unknown } | undefined;
+  const raw = typeof q === 'string' ? q : typeof auth?.token === 'string' ? auth.token : socket.handshake.headers.authorization;
+  if (raw === undefined || raw === '') {
+    throw new HayloftError(ErrorCodes.UNAUTHORIZED, 'authentication required: pass the access token as the Authorization query parameter or header');
+  }
+  return raw.startsWith('Bearer ') ? raw.slice(7).trim() : raw.trim();
+}
+
+/** A watch row as WideSky's pointData: every tag in the JSON encoding, the id without its display name. */
+export function pointData(row: HDict): Record<string, JsonValue> {
+  const out: Record<string, JsonValue> = {};
+  for (const [k, v] of row) out[k] = k === 'id' && v instanceof HRef ? 'r:' + v.id : encodeVal(v);
+  return out;
+}
+
+export function pushGroup(opts: PushOptions): RouteGroup {
+  const { auth, watches, log } = opts;
+  const maxQueued = opts.maxQueued ?? DEFAULT_MAX_QUEUED;
+  const clients = new Set<PushClient>();
+  const dirty = new Set<PushClient>();
+  let flushing: NodeJS.Immediate | undefined;
+  let checker: NodeJS.Timeout | undefined;
+  let io: IoServer | undefined;
+
+  async function principalOf(token: string, impersonate: string | undefined): Promise<Principal | null> {
+    if (auth === null) return null;
+    const p = auth.cachedPrincipal(token) ?? (await auth.authenticate(token));
+    return impersonate === undefined ? p : auth.impersonate(p, impersonate.trim());
+  }
+
+  function flush(): void {
+    flushing = undefined;
+    const batch = [...dirty];
+    dirty.clear();
+    for (const c of batch) {
+      if (!c.socket.connected) continue;
+      // The token again, before each batch: a revoked or expired one closes the socket, and
+      // changed permissions apply to these events. Known tokens answer without a promise.
+      const cached = auth === null ? null : auth.cachedPrincipal(c.token);
+      if (cached === undefined || c.impersonate !== undefined) {
+        principalOf(c.token, c.impersonate).then(
+          (p) => {
+            adopt(c, p);
+            send(c);
+          },
+          (e: unknown) => drop(c, isHayloftError(e) ? e.message : 'authentication failed'),
+        );
+        continue;
+      }
+      adopt(c, cached);
+      send(c);
+    }
+  }
+
+  function adopt(c: PushClient, p: Principal | null): void {
+    if (p === c.principal) return;
+    c.principal = p;
+    c.visible = visibleOf(p);
+  }
+
+  function send(c: PushClient): void {
+    if (!c.socket.connected) return;
+    if (c.principal !== null && !c.principal.grants.has('WATCH')) {
+      drop(c, 'the user lost the WATCH permission');
+      return;
+    }
+    for (const id of c.pending) c.socket.emit('pointData', pointData(watches.row(id, c.visible)));
+    c.pending.clear();
+    // The engine's buffer of packets not yet written: past the bound the client cannot keep up.
+    const queued = (c.socket.conn as unknown as { writeBuffer?: unknown[] }).writeBuffer?.length ?? 0;
+    if (queued > maxQueued) {
+      log.warn({ watchId: c.socket.nsp.name.slice(1), queued, user: c.principal?.username }, 'push: slow consumer disconnected');
+      c.socket.conn.close();
+    }
+  }
+
+  /** Ends one socket (its namespace only: a client may multiplex several watches on one connection). */
+  function drop(c: PushClient, why: string): void {
+    if (!c.socket.connected) return;
+    log.info({ watchId: c.socket.nsp.name.slice(1), user: c.principal?.username, why }, 'push: socket disconnected');
+    c.socket.disconnect();
+  }
+
+  /** Tokens expire and sessions are revoked while a socket is open: check each again. */
+  function checkTokens(): void {
+    for (const c of clients) {
+      principalOf(c.token, c.impersonate).then(
+        (p) => {
+          adopt(c, p);
+          if (p !== null && !p.grants.has('WATCH')) drop(c, 'the user lost the WATCH permission');
+        },
+        (e: unknown) => drop(c, isHayloftError(e) ? e.message : 'authentication failed'),
+      );
+    }
+  }
+
+  function connectionError(e: unknown): Error & { data?: unknown } {
+    const err: Error & { data?: unknown } = new Error(e instanceof Error ? e.message : String(e));
+    err.data = { errCode: isHayloftError(e) ? e.code : ErrorCodes.INTERNAL };
+    return err;
+  }
+
+  function onNamespace(nsp: Namespace): void {
+    nsp.use((socket, next) => {
+      let token: string;
+      try {
+        token = tokenOf(socket);
+      } catch (e) {
+        next(connectionError(e));
+        return;
+      }
+      const imp = socket.handshake.headers['x-impersonate'];
+      const impersonate = Array.isArray(imp) ? imp[0] : imp;
+      const watchId = socket.nsp.name.slice(1);
+      principalOf(token, impersonate)
+        .then((p) => {
+          if (p !== null && !p.grants.has('WATCH')) throw new HayloftError(ErrorCodes.FORBIDDEN, 'permission denied: push of watch changes needs WATCH');
+          if (!watches.isOpen(p?.userId ?? '', watchId)) {
+            throw new HayloftError(ErrorCodes.WATCH_NOT_FOUND, `watch "${watchId}" is unknown, closed or expired: open one with watchSub and connect to its namespace`);
+          }
+          (socket.data as { client?: PushClient }).client = new PushClient(socket, token, impersonate, p);
+          next();
+        })
+        .catch((e: unknown) => next(connectionError(e)));
+    });
+    nsp.on('connection', (socket: Socket) => {
+      const c = (socket.data as { client?: PushClient }).client as PushClient;
+      const watchId = socket.nsp.name.slice(1);
+      try {
+        c.unlisten = watches.listen(c.principal?.userId ?? '', watchId, {
+          changed(id) {
+            c.pending.add(id);
+            dirty.add(c);
+            flushing ??= setImmediate(flush);
+          },
+          ended(why) {
+            drop(c, `the watch was ${why}`);
+          },
+        });
+      } catch {
+        // Closed between the handshake and now.
+        socket.disconnect();
+        return;
+      }
+      clients.add(c);
+      log.debug({ watchId, user: c.principal?.username }, 'push: socket connected');
+      socket.on('disconnect', () => {
+        clients.delete(c);
+        dirty.delete(c);
+        c.unlisten?.();
+      });
+    });
+  }
+
+  return {
+    attach(server: http.Server) {
+      io = new IoServer(server, {
+        path: '/socket.io',
+        allowEIO3: true,
+        serveClient: false,
+        // Clients send nothing but pings; a small bound keeps junk out.
+        maxHttpBufferSize: 16 * 1024,
+        cleanupEmptyChildNamespaces: true,
+      });
+      // One namespace per watch: `/<watchId>`.
+      onNamespace(io.of(/^\/[^/]+$/));
+      const ms = opts.authCheckMs ?? 2_000;
+      checker = setInterval(checkTokens, ms);
+      checker.unref();
+    },
+    close() {
+      if (checker !== undefined) clearInterval(checker);
+      if (flushing !== undefined) clearImmediate(flushing);
+      for (const c of clients) c.unlisten?.();
+      clients.clear();
+      // The engine only: io.close() would close the HTTP server, which the server closes itself.
+      io?.engine.close();
+    },
+  };
+}

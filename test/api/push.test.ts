@@ -1,0 +1,165 @@
+/**
+ * Push of watch changes over socket.io with a current client (socket.io-client 4, Engine.IO 4),
+ * against a real Hayloft: pointData as the poll sets values, permission filtering, and the ends
+ * (watch closed, lease expired, token revoked, bad token or watch, slow consumer).
+ */
+import t from 'tap';
+import { io, type Socket } from 'socket.io-client';
+import { createApiServer } from '../../src/api/server.js';
+import { allOps } from '../../src/api/ops/index.js';
+import { pushGroup } from '../../src/api/push.js';
+import { HDict, HGrid, HNumber, HRef, type HVal, MARKER } from '../../src/haystack/values.js';
+import { ManualClock } from '../../src/lib/clock.js';
+import { silentLogger } from '../../src/lib/log.js';
+import { postGrid } from '../helpers/http.js';
+import { startApp, type Running } from '../helpers/app.js';
+
+async function points(s: Running, n: number): Promise<string[]> {
+  const [site] = await s.app.model.create([HDict.of({ site: MARKER, name: 'hq', tz: 'Sydney' })]);
+  const siteRef = site?.get('id') as HRef;
+  const recs = await s.app.model.create(
+    Array.from({ length: n }, (_, i) => HDict.of({ point: MARKER, cur: MARKER, kind: 'Number', unit: '°C', name: `p${i}`, siteRef })),
+  );
+  return recs.map((r) => (r.get('id') as HRef).id);
+}
+
+function grid(meta: Record<string, HVal>, ids: readonly string[] = []): HGrid {
+  return HGrid.fromRows(ids.map((id) => HDict.of({ id: new HRef(id) })), HDict.of(meta), ['id']);
+}
+
+async function watchSub(base: string, headers: Record<string, string>, ids: string[], lease = new HNumber(1, 'min')): Promise<string> {
+  const a = await postGrid(base, 'watchSub', grid({ watchDis: 'push test', lease }, ids), { headers });
+  const w = a.grid?.meta.get('watchId');
+  if (typeof w !== 'string') throw new Error(`watchSub failed: ${a.text}`);
+  return w;
+}
+
+function connect(base: string, watchId: string, token: string, extra: Record<string, string> = {}): Socket {
+  return io(`${base}/${watchId}`, { path: '/socket.io', transports: ['websocket'], extraHeaders: { authorization: `Bearer ${token}`, ...extra }, reconnection: false, forceNew: true });
+}
+
+function next<T>(socket: Socket, event: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no ${event} event`)), 10_000);
+    socket.once(event, (x: T) => {
+      clearTimeout(timer);
+      resolve(x);
+    });
+  });
+}
+
+t.test('pointData per changed point, as the poll sets it, in the JSON encoding', async (t) => {
+  const s = await startApp(t);
+  const ids = await points(s, 3);
+  const watchId = await watchSub(s.base, s.auth, ids);
+  const sock = connect(s.base, watchId, s.token);
+  t.teardown(() => sock.close());
+  await next(sock, 'connect');
+  const got: Record<string, unknown>[] = [];
+  sock.on('pointData', (d: Record<string, unknown>) => got.push(d));
+  // What a driver's poll does: curVal/curStatus through point state.
+  s.app.points.setCur(ids[0] as string, { curVal: new HNumber(21.5, '°C'), curStatus: 'ok' });
+  s.app.points.setCur(ids[2] as string, { curStatus: 'down', curErr: 'device 1 does not answer' });
+  while (got.length < 2) await next(sock, 'pointData');
+  t.same(got, [
+    { id: `r:${ids[0]}`, curVal: 'n:21.5 °C', curStatus: 's:ok' },
+    { id: `r:${ids[2]}`, curStatus: 's:down', curErr: 's:device 1 does not answer' },
+  ]);
+  // A point set twice before the flush goes out once, with its newest value.
+  got.length = 0;
+  s.app.points.setCur(ids[1] as string, { curVal: new HNumber(1, '°C'), curStatus: 'ok' });
+  s.app.points.setCur(ids[1] as string, { curVal: new HNumber(2, '°C'), curStatus: 'ok' });
+  s.app.points.setCur(ids[0] as string, { curVal: new HNumber(22, '°C'), curStatus: 'ok' });
+  while (got.length < 2) await next(sock, 'pointData');
+  t.same(got, [
+    { id: `r:${ids[1]}`, curVal: 'n:2 °C', curStatus: 's:ok' },
+    { id: `r:${ids[0]}`, curVal: 'n:22 °C', curStatus: 's:ok' },
+  ]);
+  // Polling still works beside push.
+  const poll = await postGrid(s.base, 'watchPoll', grid({ watchId }), { headers: s.auth });
+  t.equal(poll.grid?.size, 3, 'watchPoll answers what changed since the watchSub');
+
+  // Closing the watch ends its sockets.
+  const gone = next<string>(sock, 'disconnect');
+  await postGrid(s.base, 'watchUnsub', grid({ watchId, close: MARKER }), { headers: s.auth });
+  t.equal(await gone, 'io server disconnect', 'watchUnsub close disconnects the socket');
+});
+
+t.test('the same permission filtering as watchPoll; refusals at connect', async (t) => {
+  const s = await startApp(t);
+  const ids = await points(s, 2);
+  const [pol] = await s.app.model.create([HDict.of({ actionPolicy: MARKER, name: 'watchAll', permissions: ['MODEL_READ', 'WATCH'] })]);
+  const [role] = await s.app.model.create([HDict.of({ role: MARKER, name: 'watcher', actionPolicyRefs: [pol?.get('id') as HRef] })]);
+  await s.app.auth.addUser('watcher@example.com', 'watcher-password-1', (role?.get('id') as HRef).id);
+  const login = await s.login('watcher@example.com', 'watcher-password-1');
+  const token = String(login.body.access_token);
+  const h = { authorization: `Bearer ${token}` };
+  const watchId = await watchSub(s.base, h, ids);
+  const sock = connect(s.base, watchId, token);
+  t.teardown(() => sock.close());
+  await next(sock, 'connect');
+  // The policy narrows to p0 after the subscription: p1 is then answered as unknown, as watchPoll does.
+  await s.app.model.update([HDict.of({ id: pol?.get('id') as HRef, filter: 'name == "p0"' })]);
+  const got: Record<string, unknown>[] = [];
+  sock.on('pointData', (d: Record<string, unknown>) => got.push(d));
+  s.app.points.setCur(ids[0] as string, { curVal: new HNumber(1, '°C'), curStatus: 'ok' });
+  s.app.points.setCur(ids[1] as string, { curVal: new HNumber(2, '°C'), curStatus: 'ok' });
+  while (got.length < 2) await next(sock, 'pointData');
+  t.same(got, [
+    { id: `r:${ids[0]}`, curVal: 'n:1 °C', curStatus: 's:ok' },
+    { id: `r:${ids[1]}`, curStatus: 's:unknown', curErr: 's:unknown point' },
+  ]);
+
+  // Another user's watch looks unknown; a bad token is refused.
+  const admin = connect(s.base, watchId, s.token);
+  const e1 = await next<Error & { data?: { errCode?: string } }>(admin, 'connect_error');
+  t.equal(e1.data?.errCode, 'HL_WATCH_NOT_FOUND', "another user's watch is unknown");
+  admin.close();
+  const bad = connect(s.base, watchId, 'not-a-token');
+  const e2 = await next<Error & { data?: { errCode?: string } }>(bad, 'connect_error');
+  t.equal(e2.data?.errCode, 'HL_UNAUTHORIZED', 'an invalid token is refused');
+  bad.close();
+
+  // Logging out revokes the token: the socket is closed at its next event.
+  const gone = next<string>(sock, 'disconnect');
+  await fetch(`${s.base}/oauth2/token`, { method: 'DELETE', headers: h });
+  s.app.points.setCur(ids[0] as string, { curVal: new HNumber(3, '°C'), curStatus: 'ok' });
+  t.equal(await gone, 'io server disconnect', 'a revoked token closes the socket');
+});
+
+t.test('an expired lease ends the sockets; a slow consumer is dropped', async (t) => {
+  const clock = new ManualClock(Date.UTC(2025, 0, 1));
+  const s = await startApp(t, { clock });
+  const ids = await points(s, 20);
+  const watchId = await watchSub(s.base, s.auth, ids, new HNumber(30, 's'));
+  const sock = connect(s.base, watchId, s.token);
+  t.teardown(() => sock.close());
+  await next(sock, 'connect');
+  const gone = next<string>(sock, 'disconnect');
+  clock.advance(31_000);
+  s.app.watches.housekeep();
+  t.equal(await gone, 'io server disconnect', 'the lease expired: the socket is closed');
+
+  // A server whose sockets may queue 5 packets: 20 changes in one poll overflow it.
+  const server = createApiServer({
+    ops: allOps,
+    auth: s.app.auth,
+    ctx: { model: s.app.model, clock, log: silentLogger(), info: { serverName: 't', tz: {} as never, productVersion: '0', bootTime: 0 }, watches: s.app.watches, history: s.app.history, points: s.app.points },
+    log: silentLogger(),
+    maxBodyBytes: 1 << 20,
+    debug: false,
+    groups: [pushGroup({ auth: s.app.auth, watches: s.app.watches, log: silentLogger(), maxQueued: 5 })],
+  });
+  const { port } = await server.listen(0, '127.0.0.1');
+  t.teardown(() => server.close());
+  const base = `http://127.0.0.1:${port}`;
+  const w2 = await watchSub(base, s.auth, ids);
+  const slow = connect(base, w2, s.token);
+  t.teardown(() => slow.close());
+  await next(slow, 'connect');
+  const dropped = next<string>(slow, 'disconnect');
+  for (const id of ids) s.app.points.setCur(id, { curVal: new HNumber(Math.random(), '°C'), curStatus: 'ok' });
+  t.equal(await dropped, 'transport close', 'the slow consumer was disconnected, not buffered');
+  const poll = await postGrid(base, 'watchPoll', grid({ watchId: w2 }), { headers: s.auth });
+  t.equal(poll.grid?.size, 20, 'its changes are still there to poll');
+});
