@@ -22,7 +22,8 @@ import { Metrics } from './lib/metrics.js';
 import { backupStream, storeSizeBytes } from './store/backup.js';
 import type { HRef } from './haystack/values.js';
 import { Uplink } from './sync/index.js';
-import { BacnetDriver, DriverRegistry, ModbusDriver } from './drivers/index.js';
+import { DriverRegistry } from './drivers/registry.js';
+import { builtinDriverKinds } from './drivers/kinds.js';
 import { type ConnectorStats, Poller } from './poller/index.js';
 
 let version: string | undefined;
@@ -97,6 +98,7 @@ export class App {
   private readonly drivers: DriverRegistry;
   private readonly log: Logger;
   private readonly unsubscribe: () => void;
+  private unlistenDrivers: (() => void) | undefined;
   /** The port actually bound (differs from config.port when that is 0). */
   port = 0;
   /** What the first start created (credentials to print once), or null on later starts. */
@@ -138,7 +140,7 @@ export class App {
       // Built here (no I/O until a connector opens) so point state knows which tags name a
       // driver's connector, for the ops as for the poller.
       const drivers = driversOf(config, log);
-      const points = new PointState({ model, history, driverRefTags: drivers.all().map((d) => d.refTag) });
+      const points = new PointState({ model, history, driverRefTags: drivers.refTags() });
       const watches = new WatchManager({
         model,
         clock,
@@ -202,7 +204,7 @@ export class App {
     const app = await App.open(opts);
     try {
       app.watches.start();
-      app.startPoller(opts.clock ?? systemClock);
+      await app.startPoller(opts.clock ?? systemClock);
       if (app.metrics !== null && app.poller !== null) pollerMetrics(app.metrics, app.poller, app.model);
       app.port = (await app.server.listen(opts.config.port, opts.config.host)).port;
       const up = opts.config.uplink;
@@ -218,9 +220,22 @@ export class App {
     return app;
   }
 
-  private startPoller(clock: Clock): void {
-    this.poller = new Poller({ model: this.model, points: this.points, history: this.history, drivers: this.drivers, clock, log: this.log });
-    this.poller.start();
+  private async startPoller(clock: Clock): Promise<void> {
+    const poller = (this.poller = new Poller({ model: this.model, points: this.points, history: this.history, drivers: this.drivers, clock, log: this.log }));
+    // A protocol library is loaded when the first record of its kind exists (drivers/kinds.ts).
+    await this.drivers.loadFor((tag) => this.model.idsWithTag(tag).length > 0);
+    const unlisten = this.model.onChange((c) => {
+      if (!this.drivers.hasUnloaded()) return;
+      const recs = [...c.created, ...c.updated];
+      this.drivers.loadFor((tag) => recs.some((r) => r.has(tag))).then(
+        (loaded) => {
+          if (loaded) poller.driversChanged();
+        },
+        (err: unknown) => this.log.error({ err }, 'cannot load a driver'),
+      );
+    });
+    this.unlistenDrivers = unlisten;
+    poller.start();
   }
 
   private dropHistory(id: string): void {
@@ -237,6 +252,7 @@ export class App {
     // First: it reads history and writes its cursors until it stops.
     await this.uplink?.stop();
     // Before history: it writes what it collected until it stops.
+    this.unlistenDrivers?.();
     await this.poller?.stop();
     await this.drivers.close();
     this.unsubscribe();
@@ -247,11 +263,15 @@ export class App {
   }
 }
 
-/** The drivers a running Hayloft knows. */
+/** The drivers a running Hayloft knows, each loaded when a record of its kind first exists. */
 function driversOf(c: Config, log: Logger): DriverRegistry {
-  const bacnet = new BacnetDriver({ interface: c.bacnetInterface, port: c.bacnetPort, timeoutMs: c.bacnetTimeoutMs });
-  bacnet.log = (message) => log.info({ driver: 'bacnet' }, message);
-  return new DriverRegistry([new ModbusDriver(), bacnet]);
+  return new DriverRegistry(
+    [],
+    builtinDriverKinds({
+      bacnet: { interface: c.bacnetInterface, port: c.bacnetPort, timeoutMs: c.bacnetTimeoutMs },
+      bacnetLog: (message) => log.info({ driver: 'bacnet' }, message),
+    }),
+  );
 }
 
 /** The metrics read at scrape time from the parts that already keep them. */

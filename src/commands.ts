@@ -4,7 +4,7 @@
  * Argument parsing is node:util's parseArgs: no dependency for a handful of flags.
  */
 import { parseArgs } from 'node:util';
-import { DemoDevice, seedDemo } from './demo.js';
+import type { DemoDevice } from './demo.js';
 import { systemClock } from './lib/clock.js';
 import { App, type AppOptions, firstRunFromEnv, productVersion } from './app.js';
 import type { Bootstrap } from './auth/auth.js';
@@ -109,6 +109,8 @@ async function serve(argv: readonly string[]): Promise<void> {
   if (app.bootstrap !== null) printBootstrap(app.bootstrap);
   let device: DemoDevice | null = null;
   if (argv.includes('--demo')) {
+    // Loaded only here: the demo's simulated device brings modbus-serial.
+    const { DemoDevice, seedDemo } = await import('./demo.js');
     device = await DemoDevice.start(systemClock);
     await seedDemo(app.model, device, { tz: cfg.tz });
     log.info({ device: `modbus-tcp://127.0.0.1:${device.port}` }, 'demo mode: site "demo" polls a simulated Modbus device (try read?filter=point and hisRead of demo.ahu1.supplyTemp)');
