@@ -131,7 +131,7 @@ export class App {
   static async open(opts: AppOptions): Promise<App> {
     const { config, log } = opts;
     const clock = opts.clock ?? systemClock;
-    const store = await Store.open(config.dataDir);
+    const store = await Store.open(config.dataDir, { cacheBytes: config.storeCacheBytes, writeBufferBytes: config.storeWriteBufferBytes });
     try {
       const model = await Model.load({ records: new RecordStore(store), clock });
       const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir });
