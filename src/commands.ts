@@ -115,7 +115,7 @@ async function serve(argv: readonly string[]): Promise<void> {
     await seedDemo(app.model, device, { tz: cfg.tz });
     log.info({ device: `modbus-tcp://127.0.0.1:${device.port}` }, 'demo mode: site "demo" polls a simulated Modbus device (try read?filter=point and hisRead of demo.ahu1.supplyTemp)');
   }
-  log.info({ dataDir: cfg.dataDir, host: cfg.host, port: app.port, version: productVersion(), runtime: runtimeReport() }, 'Hayloft is serving');
+  log.info({ dataDir: cfg.dataDir, host: cfg.host, port: app.port, pid: process.pid, version: productVersion(), runtime: runtimeReport() }, 'Hayloft is serving');
   // Under systemd (Type=notify): READY now, watchdog keep-alives while the store is open.
   const systemd = new SystemdNotifier({ log, env: process.env, pid: mainPid(), healthy: () => app.store.db.status === 'open' });
   void systemd.ready(`serving on ${cfg.host}:${app.port}`);
