@@ -72,7 +72,15 @@ export function relaunchWithRuntimeSettings(): boolean {
   if (missing.tunables !== undefined) env.GLIBC_TUNABLES = missing.tunables;
   const args = [...process.execArgv, ...missing.flags, ...process.argv.slice(1)];
   const execve = (process as { execve?: (file: string, args: string[], env: NodeJS.ProcessEnv) => never }).execve;
-  if (typeof execve === 'function') execve.call(process, process.execPath, [process.execPath, ...args], env);
+  if (typeof execve === 'function') {
+    try {
+      execve.call(process, process.execPath, [process.execPath, ...args], env);
+    } catch (e) {
+      // Cannot exec (under qemu-user without binfmt, say): run as started rather than not at all.
+      process.stderr.write(`hayloft: cannot restart with the runtime settings (${(e as Error).message}); running without them\n`);
+      return false;
+    }
+  }
   const child = spawn(process.execPath, args, { env, stdio: ['inherit', 'inherit', 'inherit', 'ipc'] });
   const forward = (signal: NodeJS.Signals): void => {
     child.kill(signal);
