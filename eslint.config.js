@@ -4,7 +4,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'dist-all/**', 'dist-bench/**', 'node_modules/**', 'coverage/**', '.tap/**', 'data/**'] },
+  { ignores: ['dist/**', 'dist-all/**', 'dist-bench/**', 'dist-arm64/**', 'node_modules/**', 'coverage/**', '.tap/**', 'data/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

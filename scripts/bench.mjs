@@ -3,7 +3,7 @@
 // (no TypeScript loader in the way). Every benchmark when no name is given. Benchmarks are never
 // part of the test suite; they record their figures in docs/performance.md.
 import { spawnSync } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 
 const [name, ...rest] = process.argv.slice(2);
 const all = readdirSync('bench').filter((f) => f.endsWith('.ts') && f !== 'harness.ts').map((f) => f.slice(0, -3));
@@ -14,11 +14,11 @@ for (const b of which) {
     process.exit(2);
   }
 }
-// With the Node flags the daemon runs with (package.json hayloft.nodeFlags, as the installed
-// command and npm start pass them): memory and speed are the daemon's as deployed.
-const nodeFlags = JSON.parse(readFileSync('package.json', 'utf8')).hayloft?.nodeFlags ?? [];
 const tsc = spawnSync('npx', ['tsc', '-p', 'tsconfig.bench.json'], { stdio: 'inherit' });
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
+// Benchmarks that run parts of the daemon in their own process run with the daemon's Node flags
+// (src/lib/runtime.ts, which `hayloft serve` applies to itself): memory and speed as deployed.
+const { NODE_FLAGS: nodeFlags } = await import('../dist-bench/src/lib/runtime.js');
 for (const b of which) {
   console.log(`== bench/${b}`);
   const r = spawnSync(process.execPath, [...nodeFlags, `dist-bench/bench/${b}.js`, ...rest], { stdio: 'inherit' });

@@ -76,17 +76,9 @@ if [ -x "$NODE" ]; then
   major="$("$NODE" -p 'process.versions.node.split(".")[0]')"
   [ "$major" -ge 20 ] || die "$NODE is Node $major: Hayloft needs Node 20 or later"
   VERSION="$("$NODE" -p "require(process.argv[1]).version" "$FROM/package.json")"
-  # The Node flags the daemon runs with (package.json hayloft.nodeFlags: a smaller young
-  # generation keeps the resident size down on a small controller; docs/performance.md).
-  NODE_FLAGS="$("$NODE" -p "(require(process.argv[1]).hayloft?.nodeFlags ?? []).join(' ')" "$FROM/package.json")"
 else
   die "$NODE is not executable"
 fi
-
-for flag in $NODE_FLAGS; do
-  case "$flag" in --[a-z]*) ;; *) die "package.json hayloft.nodeFlags: \"$flag\" is not a Node flag";; esac
-  case "$flag" in *[!A-Za-z0-9=._-]*) die "package.json hayloft.nodeFlags: \"$flag\" has characters a flag does not";; esac
-done
 
 RELEASES="$R$PREFIX/releases"
 DEST="$RELEASES/$VERSION"
@@ -118,8 +110,9 @@ mv -T "$R$PREFIX/current.new" "$R$PREFIX/current"
 mkdir -p "$R$PREFIX/bin"
 cat > "$R$PREFIX/bin/hayloft.new" <<EOF
 #!/bin/sh
-# Written by scripts/install.sh: runs the release that $PREFIX/current points to.
-exec "$NODE" ${NODE_FLAGS:+$NODE_FLAGS }"$PREFIX/current/dist/cli.js" "\$@"
+# Written by scripts/install.sh: runs the release that $PREFIX/current points to. The daemon's
+# Node flags are applied by the program itself (src/lib/runtime.ts), however it is started.
+exec "$NODE" "$PREFIX/current/dist/cli.js" "\$@"
 EOF
 chmod 755 "$R$PREFIX/bin/hayloft.new"
 mv "$R$PREFIX/bin/hayloft.new" "$R$PREFIX/bin/hayloft"

@@ -10,7 +10,8 @@
 set -u
 
 REQUIRED="python3-pymodbus python3-serial-asyncio socat"
-OPTIONAL="tshark"
+# qemu-user-static and the arm64 C libraries run the arm64 smoke check (test/scripts/arm64.test.ts).
+OPTIONAL="tshark qemu-user-static libc6-arm64-cross libstdc++6-arm64-cross libgcc-s1-arm64-cross"
 
 missing() {
   for p in "$@"; do
@@ -49,6 +50,6 @@ if [ -n "$want" ]; then
   # tshark asks whether non-root users may capture: the noninteractive default (no) is right.
   # shellcheck disable=SC2086
   $SUDO apt-get install -y -qq --no-install-recommends $want >/dev/null 2>&1 ||
-    echo "test-deps: could not install ${want}(optional: BACnet traffic is then not cross-checked)" >&2
+    echo "test-deps: could not install ${want}(optional: BACnet traffic is then not cross-checked, the arm64 check skips)" >&2
 fi
 exit 0

@@ -29,7 +29,8 @@ import { Metrics } from './lib/metrics.js';
 import { backupStream, storeSizeBytes } from './store/backup.js';
 import type { HRef } from './haystack/values.js';
 import { Uplink } from './sync/index.js';
-import { BacnetDriver, DriverRegistry, ModbusDriver } from './drivers/index.js';
+import { DriverRegistry } from './drivers/registry.js';
+import { builtinDriverKinds } from './drivers/kinds.js';
 import { type ConnectorStats, Poller } from './poller/index.js';
 
 let version: string | undefined;
@@ -107,6 +108,7 @@ export class App {
   private readonly drivers: DriverRegistry;
   private readonly log: Logger;
   private readonly unsubscribe: () => void;
+  private unlistenDrivers: (() => void) | undefined;
   /** The port actually bound (differs from config.port when that is 0); 0 when plain HTTP is off. */
   port = 0;
   /** The HTTPS port bound; 0 when HTTPS is off. */
@@ -145,7 +147,7 @@ export class App {
   static async open(opts: AppOptions): Promise<App> {
     const { config, log } = opts;
     const clock = opts.clock ?? systemClock;
-    const store = await Store.open(config.dataDir);
+    const store = await Store.open(config.dataDir, { cacheBytes: config.storeCacheBytes, writeBufferBytes: config.storeWriteBufferBytes });
     try {
       const model = await Model.load({ records: new RecordStore(store), clock });
       const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir });
@@ -154,7 +156,7 @@ export class App {
       // Built here (no I/O until a connector opens) so point state knows which tags name a
       // driver's connector, for the ops as for the poller.
       const drivers = driversOf(config, log);
-      const points = new PointState({ model, history, drivers: drivers.all() });
+      const points = new PointState({ model, history, drivers: drivers.tags() });
       const writer = new PointWriter({ model, points, store: new WriteStore(store), clock, log });
       // Timed overrides that ended while stopped are relinquished before anything reads them.
       await writer.start();
@@ -224,7 +226,7 @@ export class App {
     const app = await App.open(opts);
     try {
       app.watches.start();
-      app.startPoller(opts.clock ?? systemClock);
+      await app.startPoller(opts.clock ?? systemClock);
       if (app.metrics !== null && app.poller !== null) pollerMetrics(app.metrics, app.poller, app.model);
       await app.listen(opts.config);
       const up = opts.config.uplink;
@@ -262,9 +264,22 @@ export class App {
     }
   }
 
-  private startPoller(clock: Clock): void {
-    this.poller = new Poller({ model: this.model, points: this.points, writer: this.writer, history: this.history, drivers: this.drivers, clock, log: this.log });
-    this.poller.start();
+  private async startPoller(clock: Clock): Promise<void> {
+    const poller = (this.poller = new Poller({ model: this.model, points: this.points, writer: this.writer, history: this.history, drivers: this.drivers, clock, log: this.log }));
+    // A protocol library is loaded when the first record of its kind exists (drivers/kinds.ts).
+    await this.drivers.loadFor((tag) => this.model.idsWithTag(tag).length > 0);
+    const unlisten = this.model.onChange((c) => {
+      if (!this.drivers.hasUnloaded()) return;
+      const recs = [...c.created, ...c.updated];
+      this.drivers.loadFor((tag) => recs.some((r) => r.has(tag))).then(
+        (loaded) => {
+          if (loaded) poller.driversChanged();
+        },
+        (err: unknown) => this.log.error({ err }, 'cannot load a driver'),
+      );
+    });
+    this.unlistenDrivers = unlisten;
+    poller.start();
   }
 
   private dropHistory(id: string): void {
@@ -282,6 +297,7 @@ export class App {
     // First: it reads history and writes its cursors until it stops.
     await this.uplink?.stop();
     // Before history: it writes what it collected until it stops.
+    this.unlistenDrivers?.();
     await this.poller?.stop();
     await this.drivers.close();
     this.unsubscribe();
@@ -293,11 +309,15 @@ export class App {
   }
 }
 
-/** The drivers a running Hayloft knows. */
+/** The drivers a running Hayloft knows, each loaded when a record of its kind first exists. */
 function driversOf(c: Config, log: Logger): DriverRegistry {
-  const bacnet = new BacnetDriver({ interface: c.bacnetInterface, port: c.bacnetPort, timeoutMs: c.bacnetTimeoutMs });
-  bacnet.log = (message) => log.info({ driver: 'bacnet' }, message);
-  return new DriverRegistry([new ModbusDriver(), bacnet]);
+  return new DriverRegistry(
+    [],
+    builtinDriverKinds({
+      bacnet: { interface: c.bacnetInterface, port: c.bacnetPort, timeoutMs: c.bacnetTimeoutMs },
+      bacnetLog: (message) => log.info({ driver: 'bacnet' }, message),
+    }),
+  );
 }
 
 /** The metrics read at scrape time from the parts that already keep them. */

@@ -12,7 +12,8 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { parseDocument } from 'yaml';
+import { createRequire } from 'node:module';
+import type * as Yaml from 'yaml';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { CONFIG_KEYS, CONFIG_SECTIONS, type Config, SCHEMA, type SchemaContext, type ZoneLookup } from './schema.js';
 import { loadUplink } from './uplink.js';
@@ -77,6 +78,9 @@ function parseJson(textContent: string, file: string, problems: ConfigProblem[])
 function parseYaml(textContent: string, file: string, problems: ConfigProblem[]): unknown {
   // uniqueKeys (the default) makes a key given twice an error rather than "the last one wins".
   // prettyErrors fills in linePos; its message (with a code excerpt) is trimmed to one line here.
+  // yaml (about 1.6 MiB resident once loaded) only when a YAML file is read; required, not
+  // imported, since loading the config is synchronous.
+  const { parseDocument } = createRequire(import.meta.url)('yaml') as typeof Yaml;
   const doc = parseDocument(textContent, { prettyErrors: true, uniqueKeys: true });
   if (doc.errors.length > 0) {
     for (const err of doc.errors) {

@@ -14,6 +14,10 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export interface Config {
   /** Folder of the LevelDB store (absolute: resolved against the working folder). */
   readonly dataDir: string;
+  /** LevelDB's block cache, in bytes (uncompressed blocks recently read). */
+  readonly storeCacheBytes: number;
+  /** LevelDB's write buffer (memtable), in bytes: writes gathered before they go to a sorted file. */
+  readonly storeWriteBufferBytes: number;
   /** Address the HTTP server binds to. */
   readonly host: string;
   /** Plain HTTP port; 0 picks a free one (tests); null: no plain HTTP (`off`). */
@@ -142,6 +146,18 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
     env: 'HAYLOFT_DATA_DIR',
     default: () => './data',
     parse: (raw) => text(raw, 'a folder path'),
+  },
+  // Sized for a Raspberry Pi (LevelDB's own defaults are 8 and 4 MiB): both are resident once
+  // filled, and history reads decode whole compressed chunks, which need little block caching.
+  storeCacheBytes: {
+    env: 'HAYLOFT_STORE_CACHE_BYTES',
+    default: () => 2 * MIB,
+    parse: (raw) => integer(raw, 0, 1024 * MIB),
+  },
+  storeWriteBufferBytes: {
+    env: 'HAYLOFT_STORE_WRITE_BUFFER_BYTES',
+    default: () => 2 * MIB,
+    parse: (raw) => integer(raw, 64 * 1024, 1024 * MIB),
   },
   host: {
     env: 'HAYLOFT_HOST',

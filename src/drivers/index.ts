@@ -7,3 +7,4 @@ export * from './driver.js';
 export { DriverRegistry } from './registry.js';
 export { ModbusDriver, type ModbusDriverOptions } from './modbus/modbus-driver.js';
 export { BacnetDriver, type BacnetDriverOptions } from './bacnet/bacnet-driver.js';
+export { builtinDriverKinds, type DriverKind, type BuiltinDriverOptions } from './kinds.js';

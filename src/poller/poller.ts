@@ -213,6 +213,16 @@ export class Poller {
     if (this.running) return;
     this.running = true;
     this.unlisten = this.model.onChange((c) => this.changed(c));
+    this.scan();
+    this.log.info({ connectors: this.conns.size, points: this.points.size }, 'poller started');
+  }
+
+  /** A driver was added to the registry (loaded on demand): its connectors and points poll now. */
+  driversChanged(): void {
+    if (this.running) this.scan();
+  }
+
+  private scan(): void {
     for (const d of this.drivers.all()) for (const id of this.model.idsWithTag(d.connTag)) this.upsertConn(id);
     for (const d of this.drivers.all()) for (const id of this.model.idsWithTag(d.refTag)) this.upsertPoint(id);
     if (this.writes !== undefined) {
@@ -221,7 +231,6 @@ export class Poller {
       this.writes.started();
     }
     this.rebuildDirty();
-    this.log.info({ connectors: this.conns.size, points: this.points.size }, 'poller started');
     this.wake(this.clock.now());
   }
 

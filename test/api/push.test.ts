@@ -144,7 +144,7 @@ t.test('an expired lease ends the sockets; a slow consumer is dropped', async (t
   const server = createApiServer({
     ops: allOps,
     auth: s.app.auth,
-    ctx: { model: s.app.model, clock, log: silentLogger(), info: { serverName: 't', tz: {} as never, productVersion: '0', bootTime: 0 }, watches: s.app.watches, history: s.app.history, points: s.app.points },
+    ctx: { model: s.app.model, clock, log: silentLogger(), info: { serverName: 't', tz: {} as never, productVersion: '0', bootTime: 0 }, watches: s.app.watches, history: s.app.history, points: s.app.points, writer: s.app.writer },
     log: silentLogger(),
     maxBodyBytes: 1 << 20,
     debug: false,

@@ -46,6 +46,8 @@ t.test('defaults', async (t) => {
   const c = loadConfig({ ...base, env: {} });
   t.same(c, {
     dataDir: '/srv/hayloft/data',
+    storeCacheBytes: 2 * 1024 * 1024,
+    storeWriteBufferBytes: 2 * 1024 * 1024,
     host: '0.0.0.0',
     port: 8080,
     maxBodyBytes: 64 * 1024 * 1024,
@@ -78,6 +80,8 @@ t.test('file, then environment over it, then --config choosing the file', async 
   const fromFile = loadConfig({ ...base, env: { HAYLOFT_CONFIG: f } });
   t.same(fromFile, {
     dataDir: '/var/lib/hayloft',
+    storeCacheBytes: 2 * 1024 * 1024,
+    storeWriteBufferBytes: 2 * 1024 * 1024,
     host: '127.0.0.1',
     port: 9000,
     maxBodyBytes: 2048,
@@ -121,6 +125,7 @@ t.test('every validation error, each named with its source', async (t) => {
     ['port negative (file)', { port: -1 }, {}, 'port', /an integer from 0 to 65535/],
     ['port fractional (file)', { port: 80.5 }, {}, 'port', /an integer/],
     ['maxBodyBytes too small', { maxBodyBytes: 10 }, {}, 'maxBodyBytes', /an integer from 1024/],
+    ['storeWriteBufferBytes too small', { storeWriteBufferBytes: 1000 }, {}, 'storeWriteBufferBytes', /an integer from 65536/],
     ['maxBodyBytes not a number', { maxBodyBytes: '64MB' }, {}, 'maxBodyBytes', /an integer/],
     ['maxValueChars too small (env)', null, { HAYLOFT_MAX_VALUE_CHARS: '10' }, 'maxValueChars', /an integer from 256/],
     ['maxCols not a number', { maxCols: 'many' }, {}, 'maxCols', /an integer from 10/],
@@ -145,7 +150,7 @@ t.test('every validation error, each named with its source', async (t) => {
     ['bacnetPort not a number (env)', null, { HAYLOFT_BACNET_PORT: 'bacnet' }, 'bacnetPort', /an integer from 1 to 65535/],
     ['bacnetTimeoutMs too short (file)', { bacnetTimeoutMs: 10 }, {}, 'bacnetTimeoutMs', /an integer from 100 to 60000/],
     ['bacnetTimeoutMs with a unit (env)', null, { HAYLOFT_BACNET_TIMEOUT_MS: '3s' }, 'bacnetTimeoutMs', /an integer from 100 to 60000/],
-    ['an unknown key', { prot: 80 }, {}, 'prot', /a known key \(dataDir, host, port/],
+    ['an unknown key', { prot: 80 }, {}, 'prot', /a known key \(dataDir, storeCacheBytes, storeWriteBufferBytes, host, port/],
   ];
   for (const [name, content, env, key, expected] of cases) {
     t.test(name, async (t) => {

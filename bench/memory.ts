@@ -1,0 +1,194 @@
+/**
+ * bench/memory: the resident memory of `hayloft serve` as a user runs it: the daemon is its own
+ * process, started by its bin with no Node flags (it applies its own, src/lib/runtime.ts), the
+ * client (this process) loads it over REST. Figures, each the median over rounds on a fresh
+ * data folder:
+ *   - idle on an empty data folder (first start: the administrator and client were created);
+ *   - after the first login (POST /oauth2/token: one scrypt verification);
+ *   - after loading 1,011 records (createRec) and 1,000,000 samples (hisWrite, 1,000 per request,
+ *     4 in flight), and the peak while loading (VmHWM, reset before loading);
+ *   - `serve --demo` (7 points polling a simulated Modbus device);
+ *   - and, as the baseline, a bare `node` process idle.
+ * RSS is read from /proc/<pid>/status (VmRSS, VmHWM) of the server process itself.
+ *
+ *   npm run bench -- memory [--rounds N] [--no-record]
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { hasFlag, machineLine, median, numberArg, recordSection } from './harness.js';
+
+const ROUNDS = numberArg('--rounds', 3);
+const CLI = new URL('../src/cli.js', import.meta.url).pathname;
+const ADMIN = { username: 'bench@example.com', password: 'bench-password-1' };
+const CLIENT = { id: 'bench', secret: 'bench-client-secret-0123456789' };
+const POINTS = 1000;
+const EQUIPS = 10;
+const SAMPLES = 1000;
+const T0 = Date.UTC(2024, 0, 1);
+const MIB = 1024 * 1024;
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function status(pid: number, key: 'VmRSS' | 'VmHWM'): number {
+  const m = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return Number(m?.[1] ?? NaN) * 1024;
+}
+
+/** The median of RSS read every 200 ms for `ms` (after the process settled). */
+async function settledRss(pid: number, ms = 2000): Promise<number> {
+  const xs: number[] = [];
+  for (let t = 0; t < ms; t += 200) {
+    xs.push(status(pid, 'VmRSS'));
+    await sleep(200);
+  }
+  return median(xs);
+}
+
+interface Server {
+  proc: ChildProcess;
+  pid: number;
+  base: string;
+  dir: string;
+}
+
+async function startServer(args: string[]): Promise<Server> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'hayloft-bench-memory-'));
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    HAYLOFT_DATA_DIR: dir,
+    HAYLOFT_HOST: '127.0.0.1',
+    HAYLOFT_PORT: '0',
+    HAYLOFT_TZ: 'UTC',
+    HAYLOFT_LOG_LEVEL: 'info',
+    HAYLOFT_ADMIN_USER: ADMIN.username,
+    HAYLOFT_ADMIN_PASSWORD: ADMIN.password,
+    HAYLOFT_CLIENT_ID: CLIENT.id,
+    HAYLOFT_CLIENT_SECRET: CLIENT.secret,
+  };
+  // As a user starts it: the runtime settings come from the program, not from this process.
+  delete env.NODE_OPTIONS;
+  delete env.GLIBC_TUNABLES;
+  delete env.HAYLOFT_RELAUNCHED;
+  const proc = spawn(process.execPath, [CLI, 'serve', ...args], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const { port, pid } = await new Promise<{ port: number; pid: number }>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`the server did not start: ${out}`)), 60_000);
+    proc.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+      for (const line of out.split('\n')) {
+        if (!line.includes('Hayloft is serving')) continue;
+        const j = JSON.parse(line) as { port: number; pid: number };
+        clearTimeout(timer);
+        resolve(j);
+      }
+    });
+  });
+  return { proc, pid, base: `http://127.0.0.1:${port}`, dir };
+}
+
+async function stopServer(s: Server): Promise<void> {
+  const exited = new Promise((r) => s.proc.on('exit', r));
+  s.proc.kill('SIGTERM');
+  await exited;
+  rmSync(s.dir, { recursive: true, force: true });
+}
+
+async function login(base: string): Promise<string> {
+  const res = await fetch(`${base}/oauth2/token`, {
+    method: 'POST',
+    headers: { authorization: 'Basic ' + Buffer.from(`${CLIENT.id}:${CLIENT.secret}`).toString('base64'), 'content-type': 'application/json' },
+    body: JSON.stringify({ grant_type: 'password', ...ADMIN }),
+  });
+  if (!res.ok) throw new Error(`login: ${res.status} ${await res.text()}`);
+  return ((await res.json()) as { access_token: string }).access_token;
+}
+
+async function post(base: string, token: string, op: string, body: string): Promise<{ rows: Record<string, string>[] }> {
+  const res = await fetch(`${base}/api/${op}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json' }, body });
+  const text = await res.text();
+  if (!res.ok || text.includes('"err"')) throw new Error(`${op}: ${res.status} ${text.slice(0, 300)}`);
+  return JSON.parse(text) as { rows: Record<string, string>[] };
+}
+
+const grid = (rows: object[]): string => JSON.stringify({ meta: { ver: '3.0' }, cols: [], rows }).replace('"cols":[]', `"cols":${JSON.stringify(colsOf(rows))}`);
+function colsOf(rows: object[]): { name: string }[] {
+  const names = new Set<string>();
+  for (const r of rows) for (const k of Object.keys(r)) names.add(k);
+  return [...names].map((name) => ({ name }));
+}
+
+/** 1 site, 10 equips, 1,000 points (1,011 records), then 1,000 samples per point. */
+async function load(base: string, token: string): Promise<void> {
+  const recs: object[] = [{ site: 'm:', name: 's', dis: 'Site', tz: 'UTC' }];
+  for (let e = 0; e < EQUIPS; e++) recs.push({ equip: 'm:', name: `e${e}`, dis: `Equip ${e}`, siteRef: 'r:s' });
+  await post(base, token, 'createRec', grid(recs));
+  const ids: string[] = [];
+  for (let from = 0; from < POINTS; from += 500) {
+    const pts: object[] = [];
+    for (let p = from; p < from + 500; p++) {
+      pts.push({ point: 'm:', his: 'm:', sensor: 'm:', kind: 'Number', unit: '°C', tz: 'UTC', name: `p${p}`, dis: `Point ${p}`, siteRef: 'r:s', equipRef: `r:s.e${p % EQUIPS}` });
+    }
+    const g = await post(base, token, 'createRec', grid(pts));
+    for (const r of g.rows) ids.push((r.id as string).slice(2).split(' ')[0] as string);
+  }
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < ids.length) {
+      const id = ids[next++] as string;
+      const rows: string[] = [];
+      for (let i = 0; i < SAMPLES; i++) {
+        const t = T0 + i * 60_000;
+        rows.push(`{"ts":"t:${new Date(t).toISOString().slice(0, 19)}Z UTC","val":"n:${(21 + Math.round(30 * Math.sin(i / 90 + next)) / 10).toFixed(1)} °C"}`);
+      }
+      await post(base, token, 'hisWrite', `{"meta":{"ver":"2.0","id":"r:${id}"},"cols":[{"name":"ts"},{"name":"val"}],"rows":[${rows.join(',')}]}`);
+    }
+  };
+  await Promise.all([worker(), worker(), worker(), worker()]);
+}
+
+async function bareNode(): Promise<number> {
+  const proc = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+  await sleep(1500);
+  const rss = await settledRss(proc.pid as number, 1000);
+  proc.kill();
+  return rss;
+}
+
+const figures: Record<string, number[]> = { bare: [], idle: [], login: [], loaded: [], peak: [], demo: [], demoPeak: [] };
+for (let round = 0; round < ROUNDS; round++) {
+  figures.bare?.push(await bareNode());
+  const s = await startServer([]);
+  await sleep(3000);
+  figures.idle?.push(await settledRss(s.pid));
+  const token = await login(s.base);
+  await sleep(1000);
+  figures.login?.push(await settledRss(s.pid));
+  writeFileSync(`/proc/${s.pid}/clear_refs`, '5'); // resets VmHWM: the peak of the load alone
+  await load(s.base, token);
+  figures.peak?.push(status(s.pid, 'VmHWM'));
+  await sleep(3000);
+  figures.loaded?.push(await settledRss(s.pid));
+  await stopServer(s);
+  const d = await startServer(['--demo']);
+  await sleep(8000);
+  figures.demo?.push(await settledRss(d.pid));
+  figures.demoPeak?.push(status(d.pid, 'VmHWM'));
+  await stopServer(d);
+  console.log(`round ${round + 1}: ${Object.entries(figures).map(([k, v]) => `${k} ${((v.at(-1) ?? 0) / MIB).toFixed(1)}`).join(', ')} MiB`);
+}
+const m = (k: string): string => (median(figures[k] ?? []) / MIB).toFixed(1);
+const range = (k: string): string => `${(Math.min(...(figures[k] ?? [])) / MIB).toFixed(1)}-${(Math.max(...(figures[k] ?? [])) / MIB).toFixed(1)}`;
+const md = `Run: \`npm run bench -- memory\` on ${machineLine()}; ${ROUNDS} rounds, medians (range in brackets). The daemon is \`node dist-bench/src/cli.js serve\` started with no Node flags (it applies its own: ${'`'}--max-semi-space-size=4 --heap-growing-percent=30${'`'} and GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1048576; on Node 20 by relaunching itself, the figures are the server process's); the client is this benchmark's process. RSS from /proc/<pid>/status, median of samples every 200 ms over 2 s after settling. Machine shared with other engineers' test runs while measured.
+
+| figure | RSS (MiB) | goal |
+|---|---:|---|
+| bare \`node\` process, idle (baseline) | ${m('bare')} (${range('bare')}) | |
+| idle, empty data folder (first start) | ${m('idle')} (${range('idle')}) | ≤ 64 |
+| after the first login | ${m('login')} (${range('login')}) | idle + ≤ 4 |
+| after loading ${(POINTS + EQUIPS + 1).toLocaleString('en-US')} records and ${(POINTS * SAMPLES).toLocaleString('en-US')} samples over REST | ${m('loaded')} (${range('loaded')}) | ≤ 100 |
+| peak while loading | ${m('peak')} (${range('peak')}) | ≤ 128 |
+| \`serve --demo\` (7 points polling), after 8 s | ${m('demo')} (${range('demo')}) | ≤ 72 |
+`;
+console.log(md);
+if (!hasFlag('--no-record')) recordSection('memory', md);
