@@ -24,6 +24,7 @@ import type { HRef } from './haystack/values.js';
 import { Uplink } from './sync/index.js';
 import { BacnetDriver, DriverRegistry, ModbusDriver } from './drivers/index.js';
 import { type ConnectorStats, Poller } from './poller/index.js';
+import { Commissioning } from './poller/commission.js';
 
 let version: string | undefined;
 
@@ -82,6 +83,7 @@ interface Parts {
   drivers: DriverRegistry;
   watches: WatchManager;
   server: ApiServer;
+  commission: Commissioning;
 }
 
 export class App {
@@ -107,6 +109,7 @@ export class App {
   uplink: Uplink | null = null;
   /** The poller while serving: reads devices into curVal/curStatus/curErr and collects history. */
   poller: Poller | null = null;
+  private readonly commission: Commissioning;
 
   private constructor(config: Config, log: Logger, parts: Parts) {
     this.config = config;
@@ -119,6 +122,7 @@ export class App {
     this.drivers = parts.drivers;
     this.watches = parts.watches;
     this.server = parts.server;
+    this.commission = parts.commission;
     // A deleted point takes its history with it.
     this.unsubscribe = parts.model.onChange((change) => {
       for (const r of change.deleted) if (r.has('point')) this.dropHistory((r.get('id') as HRef).id);
@@ -148,6 +152,7 @@ export class App {
       const metrics = new Metrics({ productVersion: productVersion(), processMetrics: opts.processMetrics === true });
       watchMetrics(metrics, store, model, history);
       const bootTime = clock.now();
+      const commission = new Commissioning({ model, drivers, clock, log });
       const server = createApiServer({
         ops: allOps,
         auth,
@@ -159,6 +164,7 @@ export class App {
           watches,
           history,
           points,
+          commission,
         },
         log,
         maxBodyBytes: config.maxBodyBytes,
@@ -177,7 +183,7 @@ export class App {
         health: () => healthOf(store, (clock.now() - bootTime) / 1000),
         backup: () => backupStream(store, { productVersion: productVersion(), now: clock.now() }),
       });
-      const app = new App(config, log, { store, model, auth, history, points, drivers, watches, server });
+      const app = new App(config, log, { store, model, auth, history, points, drivers, watches, server, commission });
       app.metrics = metrics;
       const withHistory: string[] = [];
       for (const id of history.points()) {
@@ -238,6 +244,7 @@ export class App {
     await this.uplink?.stop();
     // Before history: it writes what it collected until it stops.
     await this.poller?.stop();
+    this.commission.stop();
     await this.drivers.close();
     this.unsubscribe();
     this.watches.stop();
@@ -249,7 +256,12 @@ export class App {
 
 /** The drivers a running Hayloft knows. */
 function driversOf(c: Config, log: Logger): DriverRegistry {
-  const bacnet = new BacnetDriver({ interface: c.bacnetInterface, port: c.bacnetPort, timeoutMs: c.bacnetTimeoutMs });
+  const bacnet = new BacnetDriver({
+    interface: c.bacnetInterface,
+    port: c.bacnetPort,
+    timeoutMs: c.bacnetTimeoutMs,
+    ...(c.bacnetBroadcast === '' ? {} : { broadcastAddress: c.bacnetBroadcast }),
+  });
   bacnet.log = (message) => log.info({ driver: 'bacnet' }, message);
   return new DriverRegistry([new ModbusDriver(), bacnet]);
 }

@@ -15,6 +15,7 @@ import type { Model } from '../model/model.js';
 import type { PointState } from '../model/point-state.js';
 import type { WatchManager } from '../watch/index.js';
 import type { HistoryStore } from '../store/history.js';
+import type { Commissioning } from '../poller/commission.js';
 
 export type HttpMethod = 'GET' | 'POST';
 
@@ -40,6 +41,8 @@ export interface OpContext {
   history: HistoryStore;
   /** The owner of points' live tags (hisWrite tells it what it wrote). */
   points: PointState;
+  /** Discovery and learning through the drivers (discover, learn); absent in servers built without drivers. */
+  commission?: Commissioning;
 }
 
 export interface OpRequest {

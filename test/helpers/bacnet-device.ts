@@ -7,9 +7,13 @@
  *
  * The library binds its standard port 47808 when asked for port 0, so a test that needs a port of
  * its own (to run beside the other BACnet tests) asks the system for one with freeUdpPort.
+ *
+ * For commissioning it also answers Who-Is (with an I-Am to the asker), keeps array properties
+ * (objectList) readable whole or by index, and can refuse to send a list longer than
+ * `maxList` whole (a device that cannot segment its answer).
  */
 import { createSocket } from 'node:dgram';
-import bacnet, { ApplicationTag, ConfirmedServiceChoice, ErrorClass, ErrorCode, PropertyIdentifier } from '@bacnet-js/client';
+import bacnet, { ApplicationTag, ConfirmedServiceChoice, ErrorClass, ErrorCode, ObjectType, PropertyIdentifier, Segmentation } from '@bacnet-js/client';
 
 type Client = InstanceType<typeof bacnet.default>;
 
@@ -23,6 +27,9 @@ export const enumerated = (v: number): Value => ({ type: ApplicationTag.ENUMERAT
 export const unsigned = (v: number): Value => ({ type: ApplicationTag.UNSIGNED_INTEGER, value: v });
 export const bool = (v: boolean): Value => ({ type: ApplicationTag.BOOLEAN, value: v });
 export const text = (v: string): Value => ({ type: ApplicationTag.CHARACTER_STRING, value: v });
+export const objectId = (type: number, instance: number): Value => ({ type: ApplicationTag.OBJECTIDENTIFIER, value: { type, instance } });
+
+const ARRAY_ALL = 0xffffffff;
 
 export interface DeviceOptions {
   address: string;
@@ -30,13 +37,19 @@ export interface DeviceOptions {
   deviceInstance: number;
   /** 'ok'; 'reject': ReadPropertyMultiple is not supported; a number: abort above that many properties. */
   rpm?: 'ok' | 'reject' | number;
+  /** Longest array sent whole; a longer one is refused (abort: segmentation not supported). */
+  maxList?: number;
+  /** Vendor id in the I-Am (default 999). */
+  vendorId?: number;
+  /** Answers ReadProperty(Multiple) this many ms late (a slow controller). */
+  delayMs?: number;
 }
 
 export class BacnetDevice {
   /** `${type}:${instance}:${property}` -> value. */
-  readonly values = new Map<string, Value>();
+  readonly values = new Map<string, Value | Value[]>();
   silent = false;
-  readonly seen = { rp: 0, rpm: 0, rpmProps: 0 };
+  readonly seen = { rp: 0, rpm: 0, rpmProps: 0, whoIs: 0, listWhole: 0 };
   /** Where requests came from, as the library names senders (`host`, or `host:port` off 47808). */
   readonly senders = new Set<string>();
   private sock: Client | undefined;
@@ -47,24 +60,67 @@ export class BacnetDevice {
     this.values.set(`${type}:${instance}:${property}`, v);
   }
 
+  /** An array property (objectList, priorityArray). */
+  setList(type: number, instance: number, property: number, vs: Value[]): void {
+    this.values.set(`${type}:${instance}:${property}`, vs);
+  }
+
+  /**
+   * A device object with a name, vendor and model, and an object list of the objects set so far
+   * (call after the objects' own properties are set).
+   */
+  describe(name: string, vendor = 'Hayloft Test', model = 'Simulator'): void {
+    const dev = ObjectType.DEVICE;
+    const id = this.opts.deviceInstance;
+    this.set(dev, id, text(name), PropertyIdentifier.OBJECT_NAME);
+    this.set(dev, id, text(vendor), PropertyIdentifier.VENDOR_NAME);
+    this.set(dev, id, text(model), PropertyIdentifier.MODEL_NAME);
+    const objects = new Set<string>([`${dev}:${id}`]);
+    for (const k of this.values.keys()) objects.add(k.split(':').slice(0, 2).join(':'));
+    const list = [...objects].map((o) => o.split(':').map(Number) as [number, number]);
+    this.setList(dev, id, PropertyIdentifier.OBJECT_LIST, list.map(([t, i]) => objectId(t, i)));
+  }
+
+  /** The answer to one property (element), or the error a device sends. */
+  private lookup(type: number, instance: number, property: number, index: number | undefined): Value[] | { cls: number; code: number } {
+    const v = this.values.get(`${type}:${instance}:${property}`);
+    if (v === undefined) {
+      const known = [...this.values.keys()].some((k) => k.startsWith(`${type}:${instance}:`));
+      return known ? { cls: ErrorClass.PROPERTY, code: ErrorCode.UNKNOWN_PROPERTY } : { cls: ErrorClass.OBJECT, code: ErrorCode.UNKNOWN_OBJECT };
+    }
+    if (index === undefined || index === ARRAY_ALL) {
+      if (!Array.isArray(v)) return [v];
+      this.seen.listWhole++;
+      if (this.opts.maxList !== undefined && v.length > this.opts.maxList) return { cls: ErrorClass.SERVICES, code: ErrorCode.ABORT_SEGMENTATION_NOT_SUPPORTED };
+      return v;
+    }
+    if (!Array.isArray(v)) return { cls: ErrorClass.PROPERTY, code: ErrorCode.PROPERTY_IS_NOT_AN_ARRAY };
+    if (index === 0) return [unsigned(v.length)];
+    const e = v[index - 1];
+    return e === undefined ? { cls: ErrorClass.PROPERTY, code: ErrorCode.INVALID_ARRAY_INDEX } : [e];
+  }
+
   async start(): Promise<void> {
     const sock = new bacnet.default({ interface: this.opts.address, port: this.opts.port ?? 47808, apduTimeout: 2000 });
     sock.on('error', () => undefined);
     await new Promise<void>((resolve) => sock.once('listening', () => resolve()));
-    sock.on('readProperty', (c) => {
+    const later = (f: () => void): void => {
+      if (this.opts.delayMs === undefined) f();
+      else setTimeout(() => this.sock === sock && f(), this.opts.delayMs);
+    };
+    sock.on('readProperty', (c) => later(() => {
       if (this.silent) return;
       this.seen.rp++;
       const to = this.sender(c);
       const { objectId, property } = c.payload;
-      const v = this.values.get(`${objectId.type}:${objectId.instance}:${property.id}`);
-      if (v === undefined) {
-        const known = [...this.values.keys()].some((k) => k.startsWith(`${objectId.type}:${objectId.instance}:`));
-        sock.errorResponse(to, ConfirmedServiceChoice.READ_PROPERTY, c.invokeId ?? 0, known ? ErrorClass.PROPERTY : ErrorClass.OBJECT, known ? ErrorCode.UNKNOWN_PROPERTY : ErrorCode.UNKNOWN_OBJECT);
+      const got = this.lookup(objectId.type, objectId.instance, property.id, property.index);
+      if (!Array.isArray(got)) {
+        sock.errorResponse(to, ConfirmedServiceChoice.READ_PROPERTY, c.invokeId ?? 0, got.cls, got.code);
         return;
       }
-      sock.readPropertyResponse(to, c.invokeId ?? 0, objectId, property, [v as never]);
-    });
-    sock.on('readPropertyMultiple', (c) => {
+      sock.readPropertyResponse(to, c.invokeId ?? 0, objectId, property, got as never);
+    }));
+    sock.on('readPropertyMultiple', (c) => later(() => {
       if (this.silent) return;
       this.seen.rpm++;
       const to = this.sender(c);
@@ -84,15 +140,23 @@ export class BacnetDevice {
       const values = reqs.map((r) => ({
         objectId: r.objectId,
         values: r.properties.map((p) => {
-          const v = this.values.get(`${r.objectId.type}:${r.objectId.instance}:${p.id}`);
-          const known = [...this.values.keys()].some((k) => k.startsWith(`${r.objectId.type}:${r.objectId.instance}:`));
+          const got = this.lookup(r.objectId.type, r.objectId.instance, p.id, p.index);
           return {
             property: { id: p.id, index: p.index },
-            value: v === undefined ? [{ value: { type: 'BacnetError', errorClass: known ? ErrorClass.PROPERTY : ErrorClass.OBJECT, errorCode: known ? ErrorCode.UNKNOWN_PROPERTY : ErrorCode.UNKNOWN_OBJECT } }] : [v],
+            value: Array.isArray(got) ? got : [{ value: { type: 'BacnetError', errorClass: got.cls, errorCode: got.code } }],
           };
         }),
       }));
       sock.readPropertyMultipleResponse(to, c.invokeId ?? 0, values);
+    }));
+    sock.on('whoIs', (c) => {
+      if (this.silent) return;
+      this.seen.whoIs++;
+      const { lowLimit, highLimit } = c.payload;
+      const id = this.opts.deviceInstance;
+      if ((lowLimit !== undefined && id < lowLimit) || (highLimit !== undefined && id > highLimit)) return;
+      const to = this.sender(c);
+      sock.iAmResponse(to, id, this.opts.maxList === undefined ? Segmentation.SEGMENTED_BOTH : Segmentation.NO_SEGMENTATION, this.opts.vendorId ?? 999);
     });
     this.sock = sock;
   }

@@ -10,6 +10,7 @@ import { opsOp } from './ops.js';
 import { hisOps } from './his.js';
 import { recordOps } from './records.js';
 import { watchOps } from './watch.js';
+import { commissionOps } from './commission.js';
 
 export { aboutOp } from './about.js';
 export { formatsOp } from './formats.js';
@@ -17,9 +18,10 @@ export { opsOp } from './ops.js';
 export { createRecOp, deleteRecOp, readOp, recordOps, updateRecOp } from './records.js';
 export { watchOps, watchPollOp, watchSubOp, watchUnsubOp } from './watch.js';
 export { hisDeleteOp, hisOps, hisReadOp, hisWriteOp } from './his.js';
+export { commissionOps, discoverOp, learnOp } from './commission.js';
 
 /** The server-information ops of interface.md: about, ops, formats. */
 export const infoOps: readonly Op[] = [aboutOp, opsOp, formatsOp];
 
 /** Every op Hayloft serves, in the order `ops` lists them. */
-export const allOps: readonly Op[] = [...infoOps, ...recordOps, ...hisOps, ...watchOps];
+export const allOps: readonly Op[] = [...infoOps, ...recordOps, ...hisOps, ...watchOps, ...commissionOps];

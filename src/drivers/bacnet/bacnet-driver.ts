@@ -48,6 +48,8 @@ export interface BacnetDriverOptions {
   timeoutMs?: number;
   /** Most properties in one ReadPropertyMultiple. */
   maxPerRequest?: number;
+  /** Where a broadcast Who-Is goes (discovery.ts); the library's default is 255.255.255.255. */
+  broadcastAddress?: string;
 }
 
 export const BACNET_DEFAULT_TIMEOUT_MS = 3000;
@@ -73,13 +75,13 @@ interface BacnetPoint extends PreparedPoint {
   readonly addr: BacnetAddress;
 }
 
-interface AppValue {
+export interface AppValue {
   type: number;
   value: unknown;
 }
 
 /** What an error from the library says, parsed from its message (it has no codes of its own). */
-function classify(e: unknown): { kind: 'timeout' } | { kind: 'error'; cls: number; code: number } | { kind: 'abort'; reason: number } | { kind: 'other'; message: string } {
+export function classify(e: unknown): { kind: 'timeout' } | { kind: 'error'; cls: number; code: number } | { kind: 'abort'; reason: number } | { kind: 'other'; message: string } {
   const m = e instanceof Error ? e.message : String(e);
   if (m === 'ERR_TIMEOUT') return { kind: 'timeout' };
   const err = /BacnetError - Class:(\d+) - Code:(\d+)/.exec(m);
@@ -90,7 +92,7 @@ function classify(e: unknown): { kind: 'timeout' } | { kind: 'error'; cls: numbe
 }
 
 /** A value as the poller takes it, or an error for types a point cannot hold. */
-function rawOf(v: AppValue | undefined, what: string): RawValue | HayloftError {
+export function rawOf(v: AppValue | undefined, what: string): RawValue | HayloftError {
   if (v === undefined) return refusedError(`${what}: the device sent no value`);
   switch (v.type) {
     case TAG_REAL:
@@ -235,20 +237,23 @@ class BacnetConn implements DriverConn {
   }
 
   /** A request with this connector's timeout (the library's own is one for the whole socket). */
-  private async request<T>(f: (c: Client) => Promise<T>): Promise<T> {
+  private request<T>(f: (c: Client) => Promise<T>): Promise<T> {
     if (this.closed) throw downError('the connection is closed');
-    const client = this.driver.client();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('ERR_TIMEOUT')), this.timeoutMs);
-    });
-    const req = f(client);
-    try {
-      return await Promise.race([req, late]);
-    } finally {
-      clearTimeout(timer);
-      req.catch(() => undefined); // its own timeout may fire after ours
-    }
+    return timed(f(this.driver.client()), this.timeoutMs);
+  }
+}
+
+/** A request that rejects with ERR_TIMEOUT (as the library's own timeout) after `ms`. */
+export async function timed<T>(req: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('ERR_TIMEOUT')), ms);
+  });
+  try {
+    return await Promise.race([req, late]);
+  } finally {
+    clearTimeout(timer);
+    req.catch(() => undefined); // its own timeout may fire after ours
   }
 }
 
@@ -261,7 +266,8 @@ export class BacnetDriver implements Driver {
   /** Told of batch-size changes (the app logs them). */
   log: ((message: string) => void) | undefined;
   private readonly opts: BacnetDriverOptions;
-  private readonly timeoutMs: number;
+  /** Request timeout of connectors without a `timeout` tag, and of discovery by default. */
+  readonly timeoutMs: number;
   private sock: Client | undefined;
   private users = 0;
 
@@ -279,10 +285,21 @@ export class BacnetDriver implements Driver {
     return new BacnetConn(this, conn.id, device, timeoutMs);
   }
 
+  /** The shared socket, held open until `release()` (discovery, learning and COV use it too). */
+  acquire(): Client {
+    this.users++;
+    return this.client();
+  }
+
   /** @internal The shared socket, opened on first use. */
   client(): Client {
     if (this.sock === undefined) {
-      const c = new bacnet.default({ interface: this.opts.interface, port: this.opts.port ?? 47808, apduTimeout: Math.max(this.timeoutMs, 10_000) });
+      const c = new bacnet.default({
+        interface: this.opts.interface,
+        port: this.opts.port ?? 47808,
+        apduTimeout: Math.max(this.timeoutMs, 10_000),
+        ...(this.opts.broadcastAddress === undefined ? {} : { broadcastAddress: this.opts.broadcastAddress }),
+      });
       // Socket errors (a port in use, an address not on this host) come as events: unheard they
       // would crash the daemon; requests then time out and the connectors show down.
       c.on('error', (err: Error) => this.log?.(`BACnet socket error: ${err.message}`));
@@ -291,7 +308,7 @@ export class BacnetDriver implements Driver {
     return this.sock;
   }
 
-  /** @internal */
+  /** Gives back a share of the socket taken by `open` or `acquire`. */
   release(): void {
     this.users--;
     if (this.users <= 0) this.closeSocket();
