@@ -152,7 +152,7 @@ export class BacnetDevice {
     sock.on('whoIs', (c) => {
       if (this.silent) return;
       this.seen.whoIs++;
-      const { lowLimit, highLimit } = c.payload;
+      const { lowLimit, highLimit } = c.payload as { lowLimit?: number; highLimit?: number };
       const id = this.opts.deviceInstance;
       if ((lowLimit !== undefined && id < lowLimit) || (highLimit !== undefined && id > highLimit)) return;
       const to = this.sender(c);
