@@ -43,13 +43,28 @@ export interface DeviceOptions {
   vendorId?: number;
   /** Answers ReadProperty(Multiple) this many ms late (a slow controller). */
   delayMs?: number;
+  /** SubscribeCOV: 'ok' (default) or 'refuse' (a device without change of value). */
+  cov?: 'ok' | 'refuse';
+}
+
+interface Subscription {
+  address: string;
+  pid: number;
+  type: number;
+  instance: number;
+  /** Epoch ms when it lapses. */
+  until: number;
 }
 
 export class BacnetDevice {
   /** `${type}:${instance}:${property}` -> value. */
   readonly values = new Map<string, Value | Value[]>();
   silent = false;
-  readonly seen = { rp: 0, rpm: 0, rpmProps: 0, whoIs: 0, listWhole: 0 };
+  /** Subscriptions are accepted and renewed, but no notification is sent (a device gone quiet). */
+  covMuted = false;
+  readonly seen = { rp: 0, rpm: 0, rpmProps: 0, whoIs: 0, listWhole: 0, subscribe: 0, notified: 0 };
+  /** COV subscriptions by `address|pid|type:instance`; a restart (stop, start) forgets them. */
+  readonly subscriptions = new Map<string, Subscription>();
   /** Where requests came from, as the library names senders (`host`, or `host:port` off 47808). */
   readonly senders = new Set<string>();
   private sock: Client | undefined;
@@ -58,6 +73,23 @@ export class BacnetDevice {
 
   set(type: number, instance: number, v: Value, property: number = PropertyIdentifier.PRESENT_VALUE): void {
     this.values.set(`${type}:${instance}:${property}`, v);
+    if (property === (PropertyIdentifier.PRESENT_VALUE as number)) for (const sub of this.subscriptions.values()) if (sub.type === type && sub.instance === instance) this.notify(sub);
+  }
+
+  /** A COV notification of an object's present value to a subscriber (unless lapsed or muted). */
+  private notify(sub: Subscription): void {
+    const v = this.values.get(`${sub.type}:${sub.instance}:${PropertyIdentifier.PRESENT_VALUE}`);
+    const left = Math.round((sub.until - Date.now()) / 1000);
+    if (this.sock === undefined || this.covMuted || this.silent || v === undefined || Array.isArray(v) || left <= 0) return;
+    this.seen.notified++;
+    this.sock.unconfirmedCOVNotification({ address: sub.address }, sub.pid, this.opts.deviceInstance, { type: sub.type, instance: sub.instance }, left, [
+      { property: { id: PropertyIdentifier.PRESENT_VALUE }, value: [v as never] },
+    ]);
+  }
+
+  /** Sends an I-Am to `address`, as a device starting up broadcasts one. */
+  announce(address: string): void {
+    this.sock?.iAmResponse({ address }, this.opts.deviceInstance, Segmentation.SEGMENTED_BOTH, this.opts.vendorId ?? 999);
   }
 
   /** An array property (objectList, priorityArray). */
@@ -149,6 +181,27 @@ export class BacnetDevice {
       }));
       sock.readPropertyMultipleResponse(to, c.invokeId ?? 0, values);
     }));
+    sock.on('subscribeCov', (c) => {
+      if (this.silent) return;
+      this.seen.subscribe++;
+      const to = this.sender(c);
+      const { subscriberProcessId: pid, monitoredObjectId: o, lifetime } = c.payload as { subscriberProcessId: number; monitoredObjectId: { type: number; instance: number }; lifetime: number; cancellationRequest?: boolean };
+      if (this.opts.cov === 'refuse') {
+        sock.errorResponse(to, ConfirmedServiceChoice.SUBSCRIBE_COV, c.invokeId ?? 0, ErrorClass.OBJECT, ErrorCode.OPTIONAL_FUNCTIONALITY_NOT_SUPPORTED);
+        return;
+      }
+      if (!this.values.has(`${o.type}:${o.instance}:${PropertyIdentifier.PRESENT_VALUE}`)) {
+        sock.errorResponse(to, ConfirmedServiceChoice.SUBSCRIBE_COV, c.invokeId ?? 0, ErrorClass.OBJECT, ErrorCode.UNKNOWN_OBJECT);
+        return;
+      }
+      const key = `${to.address}|${pid}|${o.type}:${o.instance}`;
+      if ((c.payload as { cancellationRequest?: boolean }).cancellationRequest === true) this.subscriptions.delete(key);
+      else this.subscriptions.set(key, { address: to.address, pid, type: o.type, instance: o.instance, until: Date.now() + lifetime * 1000 });
+      sock.simpleAckResponse(to, ConfirmedServiceChoice.SUBSCRIBE_COV, c.invokeId ?? 0);
+      // The standard's initial notification: the current value, at once.
+      const sub = this.subscriptions.get(key);
+      if (sub !== undefined) setTimeout(() => this.notify(sub), 5);
+    });
     sock.on('whoIs', (c) => {
       if (this.silent) return;
       this.seen.whoIs++;
@@ -171,6 +224,7 @@ export class BacnetDevice {
   stop(): void {
     this.sock?.close();
     this.sock = undefined;
+    this.subscriptions.clear();
   }
 }
 

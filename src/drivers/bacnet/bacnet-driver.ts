@@ -19,7 +19,7 @@
  * The library drops requests from exactly 127.0.0.1 (shared/notes/dependencies.md): on loopback,
  * bind the driver and the device to other addresses of 127/8.
  */
-import bacnet, { ApplicationTag, ErrorClass, ErrorCode } from '@bacnet-js/client';
+import bacnet from '@bacnet-js/client';
 import type { HDict } from '../../haystack/values.js';
 import type { HayloftError } from '../../lib/errors.js';
 import {
@@ -29,12 +29,13 @@ import {
   type PointRead,
   type PointSpec,
   type PreparedPoint,
-  type RawValue,
   configError,
   downError,
   refusedError,
 } from '../driver.js';
 import { durationTag, uriTag } from '../tags.js';
+import { BacnetCov } from './cov.js';
+import { type AppValue, CLASS_OBJECT, CLASS_PROPERTY, CODE_DENIED, CODE_UNRECOGNIZED, REJECT_UNRECOGNIZED_SERVICE, classify, rawOf, timed } from './wire.js';
 import { type BacnetAddress, type DeviceAddress, parseBacnetCur, parseBacnetUri } from './address.js';
 
 type Client = InstanceType<typeof bacnet.default>;
@@ -54,67 +55,14 @@ export interface BacnetDriverOptions {
 
 export const BACNET_DEFAULT_TIMEOUT_MS = 3000;
 const ARRAY_ALL = 0xffffffff;
-// The library's enums as plain numbers: values on the wire are numbers, compared as such.
-const TAG_REAL: number = ApplicationTag.REAL;
-const TAG_DOUBLE: number = ApplicationTag.DOUBLE;
-const TAG_UNSIGNED: number = ApplicationTag.UNSIGNED_INTEGER;
-const TAG_SIGNED: number = ApplicationTag.SIGNED_INTEGER;
-const TAG_ENUMERATED: number = ApplicationTag.ENUMERATED;
-const TAG_BOOLEAN: number = ApplicationTag.BOOLEAN;
-const TAG_STRING: number = ApplicationTag.CHARACTER_STRING;
-const TAG_ERROR: number = ApplicationTag.ERROR;
-const CLASS_OBJECT: number = ErrorClass.OBJECT;
-const CLASS_PROPERTY: number = ErrorClass.PROPERTY;
-const CODE_UNRECOGNIZED: number = ErrorCode.REJECT_UNRECOGNIZED_SERVICE;
-const CODE_DENIED: number = ErrorCode.SERVICE_REQUEST_DENIED;
-/** Reject reason 9, unrecognized service (the library reports rejects as aborts with the reason). */
-const REJECT_UNRECOGNIZED_SERVICE = 9;
-
 interface BacnetPoint extends PreparedPoint {
   readonly conn: BacnetConn;
   readonly addr: BacnetAddress;
 }
 
-export interface AppValue {
-  type: number;
-  value: unknown;
-}
-
-/** What an error from the library says, parsed from its message (it has no codes of its own). */
-export function classify(e: unknown): { kind: 'timeout' } | { kind: 'error'; cls: number; code: number } | { kind: 'abort'; reason: number } | { kind: 'other'; message: string } {
-  const m = e instanceof Error ? e.message : String(e);
-  if (m === 'ERR_TIMEOUT') return { kind: 'timeout' };
-  const err = /BacnetError - Class:(\d+) - Code:(\d+)/.exec(m);
-  if (err !== null) return { kind: 'error', cls: Number(err[1]), code: Number(err[2]) };
-  const ab = /BacnetAbort - Reason:(\d+)/.exec(m);
-  if (ab !== null) return { kind: 'abort', reason: Number(ab[1]) };
-  return { kind: 'other', message: m };
-}
-
-/** A value as the poller takes it, or an error for types a point cannot hold. */
-export function rawOf(v: AppValue | undefined, what: string): RawValue | HayloftError {
-  if (v === undefined) return refusedError(`${what}: the device sent no value`);
-  switch (v.type) {
-    case TAG_REAL:
-    case TAG_DOUBLE:
-    case TAG_UNSIGNED:
-    case TAG_SIGNED:
-    case TAG_ENUMERATED:
-      return Number(v.value);
-    case TAG_BOOLEAN:
-      return Boolean(v.value);
-    case TAG_STRING:
-      return String(v.value);
-    case TAG_ERROR: {
-      const x = v.value as { errorClass: number; errorCode: number };
-      return refusedError(`${what}: the device refused it (error class ${x.errorClass}, code ${x.errorCode}${x.errorClass === CLASS_OBJECT ? ': no such object' : x.errorClass === CLASS_PROPERTY ? ': no such property' : ''})`);
-    }
-    default:
-      return refusedError(`${what}: a value of BACnet type ${v.type}, which a point cannot hold`);
-  }
-}
-
 class BacnetConn implements DriverConn {
+  /** Change of value (SubscribeCOV) for this connector's device. */
+  readonly cov: BacnetCov;
   /** Properties per ReadPropertyMultiple; 0 once the device is read with ReadProperty only. */
   private per: number;
   private queue: Promise<unknown> = Promise.resolve();
@@ -127,6 +75,7 @@ class BacnetConn implements DriverConn {
     private readonly timeoutMs: number,
   ) {
     this.per = driver.maxPerRequest;
+    this.cov = new BacnetCov({ client: () => driver.client(), nextProcessId: () => driver.nextProcessId() }, device, timeoutMs);
   }
 
   /** ReadPropertyMultiple batch size in use (0: ReadProperty only); for tests and diagnostics. */
@@ -149,6 +98,7 @@ class BacnetConn implements DriverConn {
   close(): Promise<void> {
     if (!this.closed) {
       this.closed = true;
+      this.cov.close();
       this.driver.release();
     }
     return Promise.resolve();
@@ -243,25 +193,12 @@ class BacnetConn implements DriverConn {
   }
 }
 
-/** A request that rejects with ERR_TIMEOUT (as the library's own timeout) after `ms`. */
-export async function timed<T>(req: Promise<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error('ERR_TIMEOUT')), ms);
-  });
-  try {
-    return await Promise.race([req, late]);
-  } finally {
-    clearTimeout(timer);
-    req.catch(() => undefined); // its own timeout may fire after ours
-  }
-}
-
 export class BacnetDriver implements Driver {
   readonly name = 'bacnet';
   readonly connTag = 'bacnetConn';
   readonly refTag = 'bacnetConnRef';
   readonly curTag = 'bacnetCur';
+  readonly covTags = { marker: 'bacnetCov', lifetime: 'bacnetCovLifetime' };
   readonly maxPerRequest: number;
   /** Told of batch-size changes (the app logs them). */
   log: ((message: string) => void) | undefined;
@@ -270,6 +207,7 @@ export class BacnetDriver implements Driver {
   readonly timeoutMs: number;
   private sock: Client | undefined;
   private users = 0;
+  private processIds = 0;
 
   constructor(opts: BacnetDriverOptions = {}) {
     this.opts = opts;
@@ -303,9 +241,17 @@ export class BacnetDriver implements Driver {
       // Socket errors (a port in use, an address not on this host) come as events: unheard they
       // would crash the daemon; requests then time out and the connectors show down.
       c.on('error', (err: Error) => this.log?.(`BACnet socket error: ${err.message}`));
+      // Every connector's change-of-value listens on the one socket.
+      c.setMaxListeners(0);
       this.sock = c;
     }
     return this.sock;
+  }
+
+  /** A SubscribeCOV process id not used on this socket yet (1 to 2^22 - 1, then round again). */
+  nextProcessId(): number {
+    this.processIds = (this.processIds % 4194303) + 1;
+    return this.processIds;
   }
 
   /** Gives back a share of the socket taken by `open` or `acquire`. */

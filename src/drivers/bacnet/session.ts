@@ -9,10 +9,10 @@
  * that refuses a whole batch for one property has that batch read property by property. The
  * batch size a device ended with is kept for the rest of the session.
  */
-import { ApplicationTag, ErrorClass, ErrorCode } from '@bacnet-js/client';
 import type { HayloftError } from '../../lib/errors.js';
 import { downError, refusedError } from '../driver.js';
-import { type AppValue, type BacnetDriver, classify, timed } from './bacnet-driver.js';
+import type { BacnetDriver } from './bacnet-driver.js';
+import { type AppValue, CLASS_OBJECT, CLASS_PROPERTY, CODE_DENIED, CODE_UNRECOGNIZED, REJECT_UNRECOGNIZED_SERVICE, TAG_ERROR, classify, timed } from './wire.js';
 
 /** One property (or one element of an array property) of one object. */
 export interface PropRef {
@@ -27,15 +27,6 @@ export interface PropRef {
 export type PropResult = { readonly values: readonly AppValue[] } | { readonly err: HayloftError };
 
 const ARRAY_ALL = 0xffffffff;
-// The library's enums as plain numbers, compared with what its messages carry.
-const CLASS_OBJECT: number = ErrorClass.OBJECT;
-const CLASS_PROPERTY: number = ErrorClass.PROPERTY;
-const CODE_UNRECOGNIZED: number = ErrorCode.REJECT_UNRECOGNIZED_SERVICE;
-const CODE_DENIED: number = ErrorCode.SERVICE_REQUEST_DENIED;
-/** Reject reason 9, unrecognized service (the library reports rejects as aborts with the reason). */
-const REJECT_UNRECOGNIZED_SERVICE = 9;
-const TAG_ERROR: number = ApplicationTag.ERROR;
-
 type Client = ReturnType<BacnetDriver['acquire']>;
 
 export class DeviceSession {
