@@ -152,7 +152,7 @@ export class App {
       const metrics = new Metrics({ productVersion: productVersion(), processMetrics: opts.processMetrics === true });
       watchMetrics(metrics, store, model, history);
       const bootTime = clock.now();
-      const commission = new Commissioning({ model, drivers, clock, log });
+      const commission = new Commissioning({ model, points, drivers, clock, log });
       const server = createApiServer({
         ops: allOps,
         auth,

@@ -109,6 +109,16 @@ export class PointState {
     this.model.setTransient(id, { connStatus: status, connErr: status === null ? null : err });
   }
 
+  /** Sets (or clears, null) why a point's change of value fell back to polling (poller/cov.ts). */
+  setCovErr(id: string, err: string | null): void {
+    this.model.setTransient(id, { covErr: err });
+  }
+
+  /** Sets (or clears, null) how far a learn of a connector got, in percent (poller/commission.ts). */
+  setLearnProgress(connId: string, percent: number | null): void {
+    this.model.setTransient(connId, { learnProgress: percent === null ? null : new HNumber(percent, '%') });
+  }
+
   /** Sets a point's uplink status. */
   setSync(id: string, tags: SyncTags): void {
     this.model.setTransient(id, tags as Record<string, HVal>);

@@ -23,6 +23,7 @@ import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import type { Model } from '../model/model.js';
+import type { PointState } from '../model/point-state.js';
 
 export interface DiscoverRequest {
   /** `host:port` for a directed Who-Is. */
@@ -34,6 +35,8 @@ export interface DiscoverRequest {
 
 export interface CommissioningOptions {
   model: Model;
+  /** Shows a learn's progress on its connector. */
+  points: PointState;
   drivers: DriverRegistry;
   clock: Clock;
   log: Logger;
@@ -56,6 +59,7 @@ const LIST_TTL_MS = 10 * 60_000;
 
 export class Commissioning {
   private readonly model: Model;
+  private readonly points: PointState;
   private readonly drivers: DriverRegistry;
   private readonly clock: Clock;
   private readonly log: Logger;
@@ -64,6 +68,7 @@ export class Commissioning {
 
   constructor(opts: CommissioningOptions) {
     this.model = opts.model;
+    this.points = opts.points;
     this.drivers = opts.drivers;
     this.clock = opts.clock;
     this.log = opts.log;
@@ -142,7 +147,7 @@ export class Commissioning {
     const session = new DeviceSession(driver, device.address, timeoutMs);
     const progress = (from: number, span: number) => (done: number, total: number): void => {
       const pct = total === 0 ? from + span : from + (span * done) / total;
-      this.model.setTransient(connId, { learnProgress: new HNumber(Math.floor(pct), '%') });
+      this.points.setLearnProgress(connId, Math.floor(pct));
     };
     try {
       let kept = this.lists.get(connId);
@@ -160,7 +165,7 @@ export class Commissioning {
       return this.bacnetProposals(connId, kept.names, learned.map(proposalOf).filter((p) => p !== undefined));
     } finally {
       session.close();
-      this.model.setTransient(connId, { learnProgress: null });
+      this.points.setLearnProgress(connId, null);
     }
   }
 

@@ -214,7 +214,7 @@ export class Poller {
         this.dirty.add(cs);
         this.rebuildDirty();
       },
-      covErr: (id, err) => this.model.setTransient(id, { covErr: err }),
+      covErr: (id, err) => this.state.setCovErr(id, err),
     });
   }
 
@@ -628,7 +628,7 @@ export class Poller {
       lifetimeMs = durationTag(ps.rec.has(tags.lifetime) ? ps.rec : cs.rec, tags.lifetime, DEFAULT_COV_LIFETIME_MS);
     } catch (e) {
       this.cov.remove(ps.id);
-      this.model.setTransient(ps.id, { covErr: `${message(e)}; polling instead` });
+      this.state.setCovErr(ps.id, `${message(e)}; polling instead`);
       return;
     }
     this.cov.add(ps.id, cs.id, ps.prepared, cov, lifetimeMs);
