@@ -61,7 +61,8 @@ export class CovManager {
 
   /** Starts change of value for a point (replacing what it had). */
   add(id: string, connId: string, prepared: PreparedPoint, cov: CovSupport, lifetimeMs: number): void {
-    this.remove(id, false);
+    // The old subscription (another address, connection or lifetime) is cancelled, not left to lapse.
+    this.remove(id);
     const p: CovPoint = { id, connId, prepared, cov, lifetimeMs, state: 'subscribing', lastHeard: 0, timer: undefined };
     this.points.set(id, p);
     this.byPrepared.set(prepared, p);

@@ -59,7 +59,7 @@ export class DeviceSession {
     this.requests++;
     try {
       const opts = ref.index === undefined ? {} : { arrayIndex: ref.index };
-      const ans = await timed(this.client.readProperty({ address: this.address }, { type: ref.type, instance: ref.instance }, ref.property, opts), this.timeoutMs);
+      const ans = await this.ask(() => this.client.readProperty({ address: this.address }, { type: ref.type, instance: ref.instance }, ref.property, opts));
       return { values: ans.values as unknown as AppValue[] };
     } catch (e) {
       const c = classify(e);
@@ -137,6 +137,20 @@ export class DeviceSession {
       }
       return { values: v };
     });
+  }
+
+  /**
+   * A request, sent once more when it times out: a learn is thousands of UDP requests, and one
+   * lost datagram must not fail it. A device that is really gone fails twice.
+   */
+  private async ask<T>(f: () => Promise<T>): Promise<T> {
+    try {
+      return await timed(f(), this.timeoutMs);
+    } catch (e) {
+      if (classify(e).kind !== 'timeout') throw e;
+      this.requests++;
+      return await timed(f(), this.timeoutMs);
+    }
   }
 
   private down(e: unknown): HayloftError {
