@@ -9,6 +9,8 @@
  * - the history ops: `hisWritten` after hisWrite (a point without a driver takes its newest
  *   sample as curVal), `refreshFromHistory` after hisDelete and at start;
  * - the uplink: `setSync`;
+ * - change of value and learning: `setCovErr` (why a point fell back to polling), and
+ *   `setLearnProgress` on a connector while a learn runs;
  * - pointWrite (writes*): the effective value of the priority array.
  *
  * The tags live in the model's memory (Model.setTransient): read and filters see them, nothing
