@@ -32,6 +32,7 @@ import { Uplink } from './sync/index.js';
 import { DriverRegistry } from './drivers/registry.js';
 import { builtinDriverKinds } from './drivers/kinds.js';
 import { type ConnectorStats, Poller } from './poller/index.js';
+import type { Commissioning } from './poller/commission.js';
 
 let version: string | undefined;
 
@@ -124,6 +125,7 @@ export class App {
   uplink: Uplink | null = null;
   /** The poller while serving: reads devices into curVal/curStatus/curErr and collects history. */
   poller: Poller | null = null;
+  private commissioning: Commissioning | undefined;
 
   private constructor(config: Config, log: Logger, parts: Parts) {
     this.config = config;
@@ -169,6 +171,15 @@ export class App {
       const metrics = new Metrics({ productVersion: productVersion(), processMetrics: opts.processMetrics === true });
       watchMetrics(metrics, store, model, history);
       const bootTime = clock.now();
+      // Loaded on the first discover or learn: it brings the BACnet library, which a Hayloft
+      // without BACnet connectors never loads otherwise (drivers/kinds.ts).
+      let commissioning: Promise<Commissioning> | undefined;
+      const commission = (): Promise<Commissioning> =>
+        (commissioning ??= import('./poller/commission.js').then((m) => {
+          const c = new m.Commissioning({ model, points, drivers, clock, log });
+          app.commissioning = c;
+          return c;
+        }));
       const server = createApiServer({
         ops: allOps,
         auth,
@@ -181,6 +192,7 @@ export class App {
           history,
           points,
           writer,
+          commission,
         },
         log,
         maxBodyBytes: config.maxBodyBytes,
@@ -299,6 +311,7 @@ export class App {
     // Before history: it writes what it collected until it stops.
     this.unlistenDrivers?.();
     await this.poller?.stop();
+    this.commissioning?.stop();
     await this.drivers.close();
     this.unsubscribe();
     this.writer.stop();
@@ -314,7 +327,12 @@ function driversOf(c: Config, log: Logger): DriverRegistry {
   return new DriverRegistry(
     [],
     builtinDriverKinds({
-      bacnet: { interface: c.bacnetInterface, port: c.bacnetPort, timeoutMs: c.bacnetTimeoutMs },
+      bacnet: {
+        interface: c.bacnetInterface,
+        port: c.bacnetPort,
+        timeoutMs: c.bacnetTimeoutMs,
+        ...(c.bacnetBroadcast === '' ? {} : { broadcastAddress: c.bacnetBroadcast }),
+      },
       bacnetLog: (message) => log.info({ driver: 'bacnet' }, message),
     }),
   );

@@ -17,12 +17,14 @@ import { backlogReport, formatBacklog } from './sync/index.js';
 import { createLogger, type Logger } from './lib/log.js';
 import { SystemdNotifier } from './lib/systemd.js';
 import { followLauncher, mainPid, runtimeReport } from './lib/runtime.js';
-import { existsSync, createReadStream, createWriteStream, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, createReadStream, readFileSync, createWriteStream, renameSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { readBackup, restoreBackup } from './store/backup.js';
+import { parseRegMap } from './drivers/modbus/reg-map.js';
+import { HDict, HRef } from './haystack/values.js';
 
 const USAGE = `usage: hayloft <command> [options]
 
@@ -44,6 +46,9 @@ commands:
   restore <file>                 restore a backup into the data folder, which must be empty
   sync status [--points] [--json]
                                  the uplink backlog per connector (samples not yet acknowledged)
+  modbus-map import <connector> <file.csv>
+                                 attach a Modbus register map to a connector (id or name) as
+                                 its modbusRegMap; every bad row is listed and nothing changes
 
 options:
   --config <file>                config file (YAML, or JSON when named *.json); also HAYLOFT_CONFIG
@@ -226,6 +231,30 @@ async function sync(args: string[], argv: readonly string[]): Promise<void> {
   }
 }
 
+async function modbusMap(args: string[], argv: readonly string[]): Promise<void> {
+  const { positionals } = parseArgs({ args, options: { config: { type: 'string' } }, allowPositionals: true });
+  const [sub, conn, file] = positionals;
+  if (sub !== 'import') fail(`unknown modbus-map command "${sub ?? ''}": use import <connector> <file.csv>`);
+  if (conn === undefined || file === undefined) fail('modbus-map import needs a connector (id or name) and a CSV file');
+  let csv: string;
+  try {
+    csv = readFileSync(file, 'utf8');
+  } catch (e) {
+    fail(`cannot read ${file}: ${(e as Error).message}`);
+  }
+  // Checked before the data folder is opened: a map with errors changes nothing.
+  const entries = parseRegMap(csv);
+  const log = createLogger({ level: 'warn' });
+  await withApp(argv, log, async (app) => {
+    const id = app.model.resolveId(conn);
+    const rec = id === undefined ? undefined : app.model.stored(id);
+    if (id === undefined || rec === undefined) fail(`no record "${conn}"`);
+    if (!rec.has('modbusConn')) fail(`"${conn}" is not a Modbus connector (modbusConn)`);
+    await app.model.update([HDict.of({ id: HRef.of(id), modbusRegMap: csv })]);
+    process.stdout.write(`${entries.length} register${entries.length === 1 ? '' : 's'} attached to @${id}; learn lists them as points\n`);
+  });
+}
+
 /** The running server's address: the configured port on loopback (the bind address may be 0.0.0.0). */
 function localUrl(cfg: Config): string {
   const any = cfg.host === '0.0.0.0' || cfg.host === '::';
@@ -356,6 +385,8 @@ async function main(argv: string[]): Promise<void> {
       return client(rest, rest);
     case 'sync':
       return sync(rest, rest);
+    case 'modbus-map':
+      return modbusMap(rest, rest);
     case 'backup':
       return backup(rest);
     case 'restore':

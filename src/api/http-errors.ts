@@ -46,6 +46,13 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   [ErrorCodes.INVALID_TOKEN_REQUEST]: 400,
   [ErrorCodes.WEAK_PASSWORD]: 400,
   [ErrorCodes.LOCKED_OUT]: 429,
+  // Commissioning (discover, learn) talks to devices during the request: a connector configured
+  // wrongly is the client's to fix; a device that does not answer or refuses is a gateway's error.
+  [ErrorCodes.CANNOT_LEARN]: 400,
+  [ErrorCodes.BAD_REG_MAP]: 400,
+  [ErrorCodes.DRIVER_CONFIG]: 400,
+  [ErrorCodes.DRIVER_DOWN]: 504,
+  [ErrorCodes.DRIVER_REFUSED]: 502,
   [ErrorCodes.UNKNOWN_OP]: 404,
   [ErrorCodes.METHOD_NOT_ALLOWED]: 405,
   [ErrorCodes.NOT_ACCEPTABLE]: 406,
@@ -92,7 +99,8 @@ export interface ErrorGridOptions {
 /** The error grid for an error; unexpected errors get a message that reveals no internals. */
 export function errorGrid(e: unknown, opts: ErrorGridOptions): HGrid {
   const status = statusOf(e);
-  const expected = isHayloftError(e) && status < 500;
+  // 502 and 504 (a device refused or did not answer a commissioning request) say what happened.
+  const expected = isHayloftError(e) && status !== 500;
   // cutMessage: a message quoting input without quoteInput still stays short (lib/quote.ts).
   const dis = expected
     ? cutMessage(e.message)

@@ -16,6 +16,7 @@ import type { PointState } from '../model/point-state.js';
 import type { PointWriter } from '../model/point-writer.js';
 import type { WatchManager } from '../watch/index.js';
 import type { HistoryStore } from '../store/history.js';
+import type { Commissioning } from '../poller/commission.js';
 
 export type HttpMethod = 'GET' | 'POST';
 
@@ -43,6 +44,8 @@ export interface OpContext {
   points: PointState;
   /** Priority arrays of writable points (pointWrite, pointWriteAudit). */
   writer: PointWriter;
+  /** Discovery and learning through the drivers (discover, learn); absent in servers built without drivers.  Loaded on first use: it brings the BACnet library. */
+  commission?: () => Promise<Commissioning>;
 }
 
 export interface OpRequest {

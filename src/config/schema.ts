@@ -65,6 +65,8 @@ export interface Config {
   readonly bacnetPort: number;
   /** BACnet request timeout in ms for connectors without a `timeout` tag. */
   readonly bacnetTimeoutMs: number;
+  /** Where a broadcast Who-Is (discover) goes; empty: the library's 255.255.255.255. */
+  readonly bacnetBroadcast: string;
   /** The uplink to an upstream service (src/config/uplink.ts), or null when none is configured. */
   readonly uplink: UplinkConfig | null;
   /** The config file read, or null when none was. */
@@ -309,6 +311,18 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
     env: 'HAYLOFT_BACNET_TIMEOUT_MS',
     default: () => 3000,
     parse: (raw) => integer(raw, 100, 60_000),
+  },
+  // The subnet's broadcast address (192.168.1.255) when the limited broadcast 255.255.255.255
+  // does not reach the devices: a host with several networks sends that one out of its default route.
+  bacnetBroadcast: {
+    env: 'HAYLOFT_BACNET_BROADCAST',
+    default: () => '',
+    parse: (raw) => {
+      const expected = 'an IPv4 broadcast address such as 192.168.1.255 (empty: 255.255.255.255)';
+      if (typeof raw === 'string' && raw.trim() === '') return { ok: '' };
+      const r = text(raw, expected);
+      return 'ok' in r && !isIPv4(r.ok) ? { expected } : r;
+    },
   },
 };
 

@@ -49,7 +49,27 @@ export interface PreparedWrite {
   readonly id: string;
 }
 
+/**
+ * Change of value, for drivers whose devices push changes (BACnet SubscribeCOV). The poller
+ * decides which points use it and falls back to polling when it fails (poller/cov.ts).
+ */
+export interface CovSupport {
+  /**
+   * Subscribes (or renews) a point for `lifetimeMs`. Resolves when the device accepted; rejects
+   * with HL_DRIVER_REFUSED (the device refused) or HL_DRIVER_DOWN (no answer).
+   */
+  subscribe(point: PreparedPoint, lifetimeMs: number): Promise<void>;
+  /** Cancels a point's subscription (best effort: a device that does not answer lets it lapse). */
+  cancel(point: PreparedPoint): Promise<void>;
+  /** Set by the poller: a notification for a subscribed point. */
+  onValue: ((point: PreparedPoint, read: PointRead) => void) | undefined;
+  /** Set by the poller: the device announced itself (it restarted and forgot its subscriptions). */
+  onRestart: (() => void) | undefined;
+}
+
 export interface DriverConn {
+  /** Change of value, when the protocol has it. */
+  readonly cov?: CovSupport;
   /**
    * Checks a point's address tags and compiles them for `read`. No I/O. Throws HL_DRIVER_CONFIG
    * with a message an operator can act on.
@@ -90,6 +110,11 @@ export interface Driver {
   readonly curTag: string;
   /** The point tag holding the address to write (`modbusWrite`); absent: the driver does not write. */
   readonly writeTag?: string;
+  /**
+   * The marker asking for change of value on a point or its connector (`bacnetCov`), and the
+   * tag of the subscription lifetime (`bacnetCovLifetime`), for drivers whose connections have `cov`.
+   */
+  readonly covTags?: { readonly marker: string; readonly lifetime: string };
   /**
    * A connection for a connector record. No I/O (links open on first read). Throws
    * HL_DRIVER_CONFIG when the connector's tags are wrong.

@@ -67,6 +67,13 @@ export class DriverRegistry {
     return true;
   }
 
+  /** The driver of that name, loaded now when it is known only by its kind; undefined when unknown. */
+  async loadByName(name: string): Promise<Driver | undefined> {
+    const kind = this.kinds.find((k) => k.name === name);
+    if (kind !== undefined) await this.load(kind);
+    return this.byName(name);
+  }
+
   private load(kind: DriverKind): Promise<void> {
     let p = this.loading.get(kind);
     if (p === undefined) {

@@ -107,6 +107,10 @@ export const ErrorCodes = {
   UPLINK_AUTH: 'HL_UPLINK_AUTH',
   /** Uplink: the upstream refused a request (an error grid); the message carries its code and text. */
   UPLINK_REJECTED: 'HL_UPLINK_REJECTED',
+  /** A Modbus register map (CSV) with bad rows: every one is listed with its line number. */
+  BAD_REG_MAP: 'HL_BAD_REG_MAP',
+  /** discover or learn: the network or device cannot be used for it (no such driver, not a connector of a learnable kind). */
+  CANNOT_LEARN: 'HL_CANNOT_LEARN',
   /** A backup file that is not one, is damaged or truncated, or is from a newer Hayloft. */
   BAD_BACKUP: 'HL_BAD_BACKUP',
   /** `hayloft restore` into a data folder that is not empty. */

@@ -16,4 +16,7 @@ export const WRITE_TAGS: readonly string[] = ['writeVal', 'writeLevel', 'writeSt
 /** The uplink's progress with a point. */
 export const SYNC_TAGS: readonly string[] = ['syncStatus', 'syncErr', 'syncLast'];
 
-export const LIVE_TAGS: ReadonlySet<string> = new Set([...CUR_TAGS, ...HIS_TAGS, ...CONN_TAGS, ...WRITE_TAGS, ...SYNC_TAGS]);
+/** Commissioning: why change of value fell back to polling (a point), how far a learn got (a connector). */
+export const COMMISSION_TAGS: readonly string[] = ['covErr', 'learnProgress'];
+
+export const LIVE_TAGS: ReadonlySet<string> = new Set([...CUR_TAGS, ...HIS_TAGS, ...CONN_TAGS, ...WRITE_TAGS, ...SYNC_TAGS, ...COMMISSION_TAGS]);

@@ -11,6 +11,8 @@
  * - the uplink: `setSync`;
  * - the point writer (point-writer.ts): `setWrite` with the effective value of the priority
  *   array; the poller: `setWrite` with how writing it to the device went.
+ * - change of value and learning: `setCovErr` (why a point fell back to polling), and
+ *   `setLearnProgress` on a connector while a learn runs.
  *
  * The tags live in the model's memory (Model.setTransient): read and filters see them, nothing
  * is written to disk per change, watches hear of changes. Clients cannot set them: the model
@@ -139,6 +141,16 @@ export class PointState {
   /** Sets a point's write state (the point writer: writeVal/writeLevel; the poller: writeStatus/writeErr). */
   setWrite(id: string, tags: WriteTags): void {
     this.model.setTransient(id, tags as Record<string, HVal>);
+  }
+
+  /** Sets (or clears, null) why a point's change of value fell back to polling (poller/cov.ts). */
+  setCovErr(id: string, err: string | null): void {
+    this.model.setTransient(id, { covErr: err });
+  }
+
+  /** Sets (or clears, null) how far a learn of a connector got, in percent (poller/commission.ts). */
+  setLearnProgress(connId: string, percent: number | null): void {
+    this.model.setTransient(connId, { learnProgress: percent === null ? null : new HNumber(percent, '%') });
   }
 
   /** Sets a point's uplink status. */

@@ -27,7 +27,7 @@
  * per bucket; a point's transient tags are set only when its value, status or error changed
  * (setTransient, watches and read-views are not touched by an unchanged reading).
  */
-import { type Driver, type DriverConn, type PreparedPoint, type RawValue, configError } from '../drivers/driver.js';
+import { type Driver, type DriverConn, type PointRead, type PreparedPoint, type RawValue, configError } from '../drivers/driver.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import { durationTag } from '../drivers/tags.js';
 import { HNumber, HRef, type HDict } from '../haystack/values.js';
@@ -40,6 +40,7 @@ import type { HisKind, HistoryStore } from '../store/history.js';
 import type { PointWriter } from '../model/point-writer.js';
 import { type Collecting, HisCollector, collectPlan } from './his-collector.js';
 import { WriteQueue } from './write-queue.js';
+import { CovManager, DEFAULT_COV_LIFETIME_MS } from './cov.js';
 
 export type PointStatus = CurStatus;
 export type ConnStatus = 'ok' | 'down' | 'fault' | 'disabled';
@@ -182,6 +183,8 @@ export class Poller {
   private reads = 0;
   private failures = 0;
   private readonly perConn = new Map<string, ConnectorStats>();
+  /** Points pushed by their device (change of value) instead of polled: cov.ts. */
+  private readonly cov: CovManager;
 
   constructor(opts: PollerOptions) {
     this.model = opts.model;
@@ -205,6 +208,23 @@ export class Poller {
       onWritten: (ids) => {
         for (const id of ids) this.state.hisWritten(id);
       },
+    });
+    this.cov = new CovManager({
+      clock: this.clock,
+      log: this.log,
+      value: (id, read) => {
+        const ps = this.points.get(id);
+        if (ps === undefined || !this.running) return;
+        this.apply(ps, read, this.clock.now());
+        this.collector.flush();
+      },
+      moved: (connId) => {
+        const cs = this.conns.get(connId);
+        if (cs === undefined || !this.running) return;
+        this.dirty.add(cs);
+        this.rebuildDirty();
+      },
+      covErr: (id, err) => this.state.setCovErr(id, err),
     });
   }
 
@@ -243,6 +263,7 @@ export class Poller {
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
     this.timerAt = Infinity;
+    this.cov.stop();
     await Promise.allSettled([...this.inflight]);
     await this.writes?.stop();
     await this.collector.idle();
@@ -367,21 +388,25 @@ export class Poller {
     for (let i = 0; i < points.length; i++) {
       const ps = points[i] as Polled;
       if (this.points.get(ps.id) !== ps) continue; // changed or removed while reading
-      const r = results[i];
-      if (r === undefined) {
-        this.publish(ps, 'fault', undefined, 'the driver returned no value for this point');
-      } else if ('val' in r) {
-        const v = convert(ps.kind, r.val);
-        if (typeof v === 'object') this.publish(ps, 'fault', undefined, v.err);
-        else {
-          this.publish(ps, 'ok', v, undefined);
-          if (ps.collect !== undefined) this.collector.offer(ps.collect, v, now);
-        }
-      } else {
-        this.publish(ps, r.err.code === ErrorCodes.DRIVER_DOWN ? 'down' : 'fault', undefined, r.err.message);
-      }
+      this.apply(ps, results[i], now);
     }
     return true;
+  }
+
+  /** One point's outcome of a read (or a change-of-value notification) into its tags and history. */
+  private apply(ps: Polled, r: PointRead | undefined, now: number): void {
+    if (r === undefined) {
+      this.publish(ps, 'fault', undefined, 'the driver returned no value for this point');
+    } else if ('val' in r) {
+      const v = convert(ps.kind, r.val);
+      if (typeof v === 'object') this.publish(ps, 'fault', undefined, v.err);
+      else {
+        this.publish(ps, 'ok', v, undefined);
+        if (ps.collect !== undefined) this.collector.offer(ps.collect, v, now);
+      }
+    } else {
+      this.publish(ps, r.err.code === ErrorCodes.DRIVER_DOWN ? 'down' : 'fault', undefined, r.err.message);
+    }
   }
 
   private connDown(cs: ConnState, e: unknown): void {
@@ -403,6 +428,8 @@ export class Poller {
     if (cs.failures > 0) {
       this.log.info({ connId: cs.id, failures: cs.failures }, 'connector answers again');
       this.writes?.reopened(cs.id);
+      // A device that was away may have restarted and forgotten its subscriptions.
+      this.cov.connectorBack(cs.id);
     }
     cs.failures = 0;
     cs.retryAt = 0;
@@ -570,6 +597,7 @@ export class Poller {
       this.detach(old);
       this.points.delete(id);
       this.collector.forget(id);
+      this.cov.remove(id);
       // No longer polled (its driver tags were removed): its driver-set tags go too.
       if (rec !== undefined) this.state.setCur(id, { curVal: null, curStatus: null, curErr: null });
       return;
@@ -636,10 +664,30 @@ export class Poller {
       s.add(ps);
     }
     if (cs !== undefined) this.dirty.add(cs);
+    this.covOf(ps, cs);
     if (problem !== undefined) this.publish(ps, problem.status, undefined, problem.err);
     else if (old === undefined || old.status === 'fault' || old.status === 'disabled' || old.kind !== kind || old.unit !== unit) {
       this.publish(ps, 'unknown', undefined, undefined);
     }
+  }
+
+  /** Change of value for a point whose record or connector asks for it (and whose driver has it). */
+  private covOf(ps: Polled, cs: ConnState | undefined): void {
+    const tags = ps.driver.covTags;
+    const cov = cs?.conn?.cov;
+    if (cs === undefined || ps.prepared === undefined || tags === undefined || cov === undefined || !(ps.rec.has(tags.marker) || cs.rec.has(tags.marker))) {
+      this.cov.remove(ps.id);
+      return;
+    }
+    let lifetimeMs: number;
+    try {
+      lifetimeMs = durationTag(ps.rec.has(tags.lifetime) ? ps.rec : cs.rec, tags.lifetime, DEFAULT_COV_LIFETIME_MS);
+    } catch (e) {
+      this.cov.remove(ps.id);
+      this.state.setCovErr(ps.id, `${message(e)}; polling instead`);
+      return;
+    }
+    this.cov.add(ps.id, cs.id, ps.prepared, cov, lifetimeMs);
   }
 
   private detach(ps: Polled): void {
@@ -658,7 +706,7 @@ export class Poller {
       if (cs.closed || this.conns.get(cs.id) !== cs) continue;
       const groups = new Map<number, Polled[]>();
       for (const ps of this.byConn.get(cs.id) ?? []) {
-        if (ps.conn !== cs || ps.prepared === undefined) continue;
+        if (ps.conn !== cs || ps.prepared === undefined || this.cov.pushed(ps.id)) continue;
         let g = groups.get(ps.pollMs);
         if (g === undefined) groups.set(ps.pollMs, (g = []));
         g.push(ps);

@@ -62,6 +62,7 @@ t.test('defaults', async (t) => {
     bacnetPort: 47808,
     bacnetTimeoutMs: 3000,
     ...GUARD_DEFAULTS,
+    bacnetBroadcast: '',
     uplink: null,
     configFile: null,
   });
@@ -96,6 +97,7 @@ t.test('file, then environment over it, then --config choosing the file', async 
     bacnetPort: 47808,
     bacnetTimeoutMs: 3000,
     ...GUARD_DEFAULTS,
+    bacnetBroadcast: '',
     uplink: null,
     configFile: f,
   });
@@ -171,10 +173,11 @@ t.test('BACnet/IP socket: file, then environment over it', async (t) => {
   const over = loadConfig({ ...base, env: { HAYLOFT_CONFIG: yaml, HAYLOFT_BACNET_INTERFACE: ' 127.0.0.3 ', HAYLOFT_BACNET_PORT: '48000', HAYLOFT_BACNET_TIMEOUT_MS: '100' } });
   t.match(over, { bacnetInterface: '127.0.0.3', bacnetPort: 48000, bacnetTimeoutMs: 100 }, 'the environment wins (spaces trimmed)');
   t.match(loadConfig({ ...base, env: { HAYLOFT_BACNET_PORT: '65535', HAYLOFT_BACNET_TIMEOUT_MS: '60000' } }), { bacnetPort: 65535, bacnetTimeoutMs: 60_000 }, 'the upper bounds');
-  const problems = problemsOf(t, { ...base, env: { HAYLOFT_BACNET_INTERFACE: 'eth0', HAYLOFT_BACNET_PORT: '70000', HAYLOFT_BACNET_TIMEOUT_MS: '0' } });
+  t.match(loadConfig({ ...base, env: { HAYLOFT_BACNET_BROADCAST: ' 192.168.1.255 ' } }), { bacnetBroadcast: '192.168.1.255' }, 'a broadcast address for discovery');
+  const problems = problemsOf(t, { ...base, env: { HAYLOFT_BACNET_INTERFACE: 'eth0', HAYLOFT_BACNET_PORT: '70000', HAYLOFT_BACNET_TIMEOUT_MS: '0', HAYLOFT_BACNET_BROADCAST: 'lan' } });
   t.same(
     problems.map((p) => p.key),
-    ['bacnetInterface', 'bacnetPort', 'bacnetTimeoutMs'],
+    ['bacnetInterface', 'bacnetPort', 'bacnetTimeoutMs', 'bacnetBroadcast'],
     'every BACnet problem at once',
   );
 });

@@ -14,9 +14,13 @@
  *
  * The library binds its standard port 47808 when asked for port 0, so a test that needs a port of
  * its own (to run beside the other BACnet tests) asks the system for one with freeUdpPort.
+ *
+ * For commissioning it also answers Who-Is (with an I-Am to the asker), keeps array properties
+ * (objectList) readable whole or by index, and can refuse to send a list longer than
+ * `maxList` whole (a device that cannot segment its answer).
  */
 import { createSocket } from 'node:dgram';
-import bacnet, { ApplicationTag, ConfirmedServiceChoice, ErrorClass, ErrorCode, PropertyIdentifier } from '@bacnet-js/client';
+import bacnet, { ApplicationTag, ConfirmedServiceChoice, ErrorClass, ErrorCode, ObjectType, PropertyIdentifier, Segmentation } from '@bacnet-js/client';
 
 type Client = InstanceType<typeof bacnet.default>;
 
@@ -42,6 +46,9 @@ interface Commandable {
   slots: (Value | null)[];
   relinquishDefault: Value;
 }
+export const objectId = (type: number, instance: number): Value => ({ type: ApplicationTag.OBJECTIDENTIFIER, value: { type, instance } });
+
+const ARRAY_ALL = 0xffffffff;
 
 export interface DeviceOptions {
   address: string;
@@ -49,19 +56,40 @@ export interface DeviceOptions {
   deviceInstance: number;
   /** 'ok'; 'reject': ReadPropertyMultiple is not supported; a number: abort above that many properties. */
   rpm?: 'ok' | 'reject' | number;
+  /** Longest array sent whole; a longer one is refused (abort: segmentation not supported). */
+  maxList?: number;
+  /** Vendor id in the I-Am (default 999). */
+  vendorId?: number;
+  /** Answers ReadProperty(Multiple) this many ms late (a slow controller). */
+  delayMs?: number;
+  /** SubscribeCOV: 'ok' (default) or 'refuse' (a device without change of value). */
+  cov?: 'ok' | 'refuse';
+}
+
+interface Subscription {
+  address: string;
+  pid: number;
+  type: number;
+  instance: number;
+  /** Epoch ms when it lapses. */
+  until: number;
 }
 
 export class BacnetDevice {
   /** `${type}:${instance}:${property}` -> value. */
-  readonly values = new Map<string, Value>();
+  readonly values = new Map<string, Value | Value[]>();
   silent = false;
   refuseWrites = false;
   ackButIgnore = false;
-  readonly seen = { rp: 0, rpm: 0, rpmProps: 0, wp: 0 };
   /** `${type}:${instance}` -> priority array and relinquish default. */
   private readonly commandables = new Map<string, Commandable>();
   /** Priorities of the writes received, in order (null: none given). */
   readonly writePriorities: (number | null)[] = [];
+  /** Subscriptions are accepted and renewed, but no notification is sent (a device gone quiet). */
+  covMuted = false;
+  readonly seen = { rp: 0, rpm: 0, rpmProps: 0, wp: 0, whoIs: 0, listWhole: 0, subscribe: 0, notified: 0 };
+  /** COV subscriptions by `address|pid|type:instance`; a restart (stop, start) forgets them. */
+  readonly subscriptions = new Map<string, Subscription>();
   /** Where requests came from, as the library names senders (`host`, or `host:port` off 47808). */
   readonly senders = new Set<string>();
   private sock: Client | undefined;
@@ -70,6 +98,63 @@ export class BacnetDevice {
 
   set(type: number, instance: number, v: Value, property: number = PropertyIdentifier.PRESENT_VALUE): void {
     this.values.set(`${type}:${instance}:${property}`, v);
+    if (property === (PropertyIdentifier.PRESENT_VALUE as number)) for (const sub of this.subscriptions.values()) if (sub.type === type && sub.instance === instance) this.notify(sub);
+  }
+
+  /** A COV notification of an object's present value to a subscriber (unless lapsed or muted). */
+  private notify(sub: Subscription): void {
+    const v = this.current(sub.type, sub.instance, PV);
+    const left = Math.round((sub.until - Date.now()) / 1000);
+    if (this.sock === undefined || this.covMuted || this.silent || v === undefined || Array.isArray(v) || left <= 0) return;
+    this.seen.notified++;
+    this.sock.unconfirmedCOVNotification({ address: sub.address }, sub.pid, this.opts.deviceInstance, { type: sub.type, instance: sub.instance }, left, [
+      { property: { id: PropertyIdentifier.PRESENT_VALUE }, value: [v as never] },
+    ]);
+  }
+
+  /** Sends an I-Am to `address`, as a device starting up broadcasts one. */
+  announce(address: string): void {
+    this.sock?.iAmResponse({ address }, this.opts.deviceInstance, Segmentation.SEGMENTED_BOTH, this.opts.vendorId ?? 999);
+  }
+
+  /** An array property (objectList, priorityArray). */
+  setList(type: number, instance: number, property: number, vs: Value[]): void {
+    this.values.set(`${type}:${instance}:${property}`, vs);
+  }
+
+  /**
+   * A device object with a name, vendor and model, and an object list of the objects set so far
+   * (call after the objects' own properties are set).
+   */
+  describe(name: string, vendor = 'Hayloft Test', model = 'Simulator'): void {
+    const dev = ObjectType.DEVICE;
+    const id = this.opts.deviceInstance;
+    this.set(dev, id, text(name), PropertyIdentifier.OBJECT_NAME);
+    this.set(dev, id, text(vendor), PropertyIdentifier.VENDOR_NAME);
+    this.set(dev, id, text(model), PropertyIdentifier.MODEL_NAME);
+    const objects = new Set<string>([`${dev}:${id}`]);
+    for (const k of this.values.keys()) objects.add(k.split(':').slice(0, 2).join(':'));
+    const list = [...objects].map((o) => o.split(':').map(Number) as [number, number]);
+    this.setList(dev, id, PropertyIdentifier.OBJECT_LIST, list.map(([t, i]) => objectId(t, i)));
+  }
+
+  /** The answer to one property (element), or the error a device sends. */
+  private lookup(type: number, instance: number, property: number, index: number | undefined): Value[] | { cls: number; code: number } {
+    const v = this.current(type, instance, property);
+    if (v === undefined) {
+      const known = this.knows(type, instance);
+      return known ? { cls: ErrorClass.PROPERTY, code: ErrorCode.UNKNOWN_PROPERTY } : { cls: ErrorClass.OBJECT, code: ErrorCode.UNKNOWN_OBJECT };
+    }
+    if (index === undefined || index === ARRAY_ALL) {
+      if (!Array.isArray(v)) return [v];
+      this.seen.listWhole++;
+      if (this.opts.maxList !== undefined && v.length > this.opts.maxList) return { cls: ErrorClass.SERVICES, code: ErrorCode.ABORT_SEGMENTATION_NOT_SUPPORTED };
+      return v;
+    }
+    if (!Array.isArray(v)) return { cls: ErrorClass.PROPERTY, code: ErrorCode.PROPERTY_IS_NOT_AN_ARRAY };
+    if (index === 0) return [unsigned(v.length)];
+    const e = v[index - 1];
+    return e === undefined ? { cls: ErrorClass.PROPERTY, code: ErrorCode.INVALID_ARRAY_INDEX } : [e];
   }
 
   /** Makes an object commandable: 16 empty slots and a relinquish default. */
@@ -85,7 +170,7 @@ export class BacnetDevice {
   }
 
   /** What a property reads as: commandable objects answer from their priority array. */
-  private lookup(type: number, instance: number, property: number): Value | Value[] | undefined {
+  private current(type: number, instance: number, property: number): Value | Value[] | undefined {
     const c = this.commandables.get(`${type}:${instance}`);
     if (c !== undefined) {
       if (property === PV) return c.slots.find((x) => x !== null) ?? c.relinquishDefault;
@@ -103,19 +188,22 @@ export class BacnetDevice {
     const sock = new bacnet.default({ interface: this.opts.address, port: this.opts.port ?? 47808, apduTimeout: 2000 });
     sock.on('error', () => undefined);
     await new Promise<void>((resolve) => sock.once('listening', () => resolve()));
-    sock.on('readProperty', (c) => {
+    const later = (f: () => void): void => {
+      if (this.opts.delayMs === undefined) f();
+      else setTimeout(() => this.sock === sock && f(), this.opts.delayMs);
+    };
+    sock.on('readProperty', (c) => later(() => {
       if (this.silent) return;
       this.seen.rp++;
       const to = this.sender(c);
       const { objectId, property } = c.payload;
-      const v = this.lookup(objectId.type, objectId.instance, property.id);
-      if (v === undefined) {
-        const known = this.knows(objectId.type, objectId.instance);
-        sock.errorResponse(to, ConfirmedServiceChoice.READ_PROPERTY, c.invokeId ?? 0, known ? ErrorClass.PROPERTY : ErrorClass.OBJECT, known ? ErrorCode.UNKNOWN_PROPERTY : ErrorCode.UNKNOWN_OBJECT);
+      const got = this.lookup(objectId.type, objectId.instance, property.id, property.index);
+      if (!Array.isArray(got)) {
+        sock.errorResponse(to, ConfirmedServiceChoice.READ_PROPERTY, c.invokeId ?? 0, got.cls, got.code);
         return;
       }
-      sock.readPropertyResponse(to, c.invokeId ?? 0, objectId, property, (Array.isArray(v) ? v : [v]) as never);
-    });
+      sock.readPropertyResponse(to, c.invokeId ?? 0, objectId, property, got as never);
+    }));
     sock.on('writeProperty', (c) => {
       if (this.silent) return;
       this.seen.wp++;
@@ -142,7 +230,7 @@ export class BacnetDevice {
       }
       sock.simpleAckResponse(to, ConfirmedServiceChoice.WRITE_PROPERTY, c.invokeId ?? 0);
     });
-    sock.on('readPropertyMultiple', (c) => {
+    sock.on('readPropertyMultiple', (c) => later(() => {
       if (this.silent) return;
       this.seen.rpm++;
       const to = this.sender(c);
@@ -162,15 +250,44 @@ export class BacnetDevice {
       const values = reqs.map((r) => ({
         objectId: r.objectId,
         values: r.properties.map((p) => {
-          const v = this.lookup(r.objectId.type, r.objectId.instance, p.id);
-          const known = this.knows(r.objectId.type, r.objectId.instance);
+          const got = this.lookup(r.objectId.type, r.objectId.instance, p.id, p.index);
           return {
             property: { id: p.id, index: p.index },
-            value: v === undefined ? [{ value: { type: 'BacnetError', errorClass: known ? ErrorClass.PROPERTY : ErrorClass.OBJECT, errorCode: known ? ErrorCode.UNKNOWN_PROPERTY : ErrorCode.UNKNOWN_OBJECT } }] : Array.isArray(v) ? v : [v],
+            value: Array.isArray(got) ? got : [{ value: { type: 'BacnetError', errorClass: got.cls, errorCode: got.code } }],
           };
         }),
       }));
       sock.readPropertyMultipleResponse(to, c.invokeId ?? 0, values);
+    }));
+    sock.on('subscribeCov', (c) => {
+      if (this.silent) return;
+      this.seen.subscribe++;
+      const to = this.sender(c);
+      const { subscriberProcessId: pid, monitoredObjectId: o, lifetime } = c.payload as { subscriberProcessId: number; monitoredObjectId: { type: number; instance: number }; lifetime: number; cancellationRequest?: boolean };
+      if (this.opts.cov === 'refuse') {
+        sock.errorResponse(to, ConfirmedServiceChoice.SUBSCRIBE_COV, c.invokeId ?? 0, ErrorClass.OBJECT, ErrorCode.OPTIONAL_FUNCTIONALITY_NOT_SUPPORTED);
+        return;
+      }
+      if (!this.values.has(`${o.type}:${o.instance}:${PropertyIdentifier.PRESENT_VALUE}`)) {
+        sock.errorResponse(to, ConfirmedServiceChoice.SUBSCRIBE_COV, c.invokeId ?? 0, ErrorClass.OBJECT, ErrorCode.UNKNOWN_OBJECT);
+        return;
+      }
+      const key = `${to.address}|${pid}|${o.type}:${o.instance}`;
+      if ((c.payload as { cancellationRequest?: boolean }).cancellationRequest === true) this.subscriptions.delete(key);
+      else this.subscriptions.set(key, { address: to.address, pid, type: o.type, instance: o.instance, until: Date.now() + lifetime * 1000 });
+      sock.simpleAckResponse(to, ConfirmedServiceChoice.SUBSCRIBE_COV, c.invokeId ?? 0);
+      // The standard's initial notification: the current value, at once.
+      const sub = this.subscriptions.get(key);
+      if (sub !== undefined) setTimeout(() => this.notify(sub), 5);
+    });
+    sock.on('whoIs', (c) => {
+      if (this.silent) return;
+      this.seen.whoIs++;
+      const { lowLimit, highLimit } = c.payload as { lowLimit?: number; highLimit?: number };
+      const id = this.opts.deviceInstance;
+      if ((lowLimit !== undefined && id < lowLimit) || (highLimit !== undefined && id > highLimit)) return;
+      const to = this.sender(c);
+      sock.iAmResponse(to, id, this.opts.maxList === undefined ? Segmentation.SEGMENTED_BOTH : Segmentation.NO_SEGMENTATION, this.opts.vendorId ?? 999);
     });
     this.sock = sock;
   }
@@ -185,6 +302,7 @@ export class BacnetDevice {
   stop(): void {
     this.sock?.close();
     this.sock = undefined;
+    this.subscriptions.clear();
   }
 }
 

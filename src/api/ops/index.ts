@@ -11,6 +11,7 @@ import { hisOps } from './his.js';
 import { recordOps } from './records.js';
 import { watchOps } from './watch.js';
 import { pointWriteOps } from './point-write.js';
+import { commissionOps } from './commission.js';
 
 export { aboutOp } from './about.js';
 export { formatsOp } from './formats.js';
@@ -19,9 +20,10 @@ export { createRecOp, deleteRecOp, readOp, recordOps, updateRecOp } from './reco
 export { watchOps, watchPollOp, watchSubOp, watchUnsubOp } from './watch.js';
 export { hisDeleteOp, hisOps, hisReadOp, hisWriteOp } from './his.js';
 export { pointWriteAuditOp, pointWriteOp, pointWriteOps } from './point-write.js';
+export { commissionOps, discoverOp, learnOp } from './commission.js';
 
 /** The server-information ops of interface.md: about, ops, formats. */
 export const infoOps: readonly Op[] = [aboutOp, opsOp, formatsOp];
 
 /** Every op Hayloft serves, in the order `ops` lists them. */
-export const allOps: readonly Op[] = [...infoOps, ...recordOps, ...hisOps, ...watchOps, ...pointWriteOps];
+export const allOps: readonly Op[] = [...infoOps, ...recordOps, ...hisOps, ...watchOps, ...pointWriteOps, ...commissionOps];

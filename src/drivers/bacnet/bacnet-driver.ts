@@ -26,7 +26,7 @@
  * The library drops requests from exactly 127.0.0.1 (shared/notes/dependencies.md): on loopback,
  * bind the driver and the device to other addresses of 127/8.
  */
-import bacnet, { ApplicationTag, ErrorClass, ErrorCode, ObjectType, PropertyIdentifier } from '@bacnet-js/client';
+import bacnet, { ApplicationTag, ObjectType, PropertyIdentifier } from '@bacnet-js/client';
 import type { HDict } from '../../haystack/values.js';
 import type { HayloftError } from '../../lib/errors.js';
 import {
@@ -43,6 +43,8 @@ import {
   refusedError,
 } from '../driver.js';
 import { durationTag, intTag, uriTag } from '../tags.js';
+import { BacnetCov } from './cov.js';
+import { type AppValue, CLASS_OBJECT, CLASS_PROPERTY, CODE_DENIED, CODE_UNRECOGNIZED, REJECT_UNRECOGNIZED_SERVICE, TAG_BOOLEAN, TAG_DOUBLE, TAG_ENUMERATED, TAG_REAL, TAG_SIGNED, TAG_STRING, TAG_UNSIGNED, classify, rawOf, timed } from './wire.js';
 import { type BacnetAddress, type DeviceAddress, parseBacnetCur, parseBacnetUri } from './address.js';
 
 type Client = InstanceType<typeof bacnet.default>;
@@ -56,19 +58,13 @@ export interface BacnetDriverOptions {
   timeoutMs?: number;
   /** Most properties in one ReadPropertyMultiple. */
   maxPerRequest?: number;
+  /** Where a broadcast Who-Is goes (discovery.ts); the library's default is 255.255.255.255. */
+  broadcastAddress?: string;
 }
 
 export const BACNET_DEFAULT_TIMEOUT_MS = 3000;
 const ARRAY_ALL = 0xffffffff;
-// The library's enums as plain numbers: values on the wire are numbers, compared as such.
-const TAG_REAL: number = ApplicationTag.REAL;
-const TAG_DOUBLE: number = ApplicationTag.DOUBLE;
-const TAG_UNSIGNED: number = ApplicationTag.UNSIGNED_INTEGER;
-const TAG_SIGNED: number = ApplicationTag.SIGNED_INTEGER;
-const TAG_ENUMERATED: number = ApplicationTag.ENUMERATED;
-const TAG_BOOLEAN: number = ApplicationTag.BOOLEAN;
-const TAG_STRING: number = ApplicationTag.CHARACTER_STRING;
-const TAG_ERROR: number = ApplicationTag.ERROR;
+// The library's enums as plain numbers (the shared ones are in wire.ts).
 const TAG_NULL: number = ApplicationTag.NULL;
 const PROP_PRESENT_VALUE: number = PropertyIdentifier.PRESENT_VALUE;
 const PROP_PRIORITY_ARRAY: number = PropertyIdentifier.PRIORITY_ARRAY;
@@ -89,12 +85,6 @@ const PRESENT_VALUE_TAG: ReadonlyMap<number, number> = new Map<number, number>([
   [ObjectType.CHARACTERSTRING_VALUE, ApplicationTag.CHARACTER_STRING],
 ]);
 export const BACNET_DEFAULT_WRITE_LEVEL = 16;
-const CLASS_OBJECT: number = ErrorClass.OBJECT;
-const CLASS_PROPERTY: number = ErrorClass.PROPERTY;
-const CODE_UNRECOGNIZED: number = ErrorCode.REJECT_UNRECOGNIZED_SERVICE;
-const CODE_DENIED: number = ErrorCode.SERVICE_REQUEST_DENIED;
-/** Reject reason 9, unrecognized service (the library reports rejects as aborts with the reason). */
-const REJECT_UNRECOGNIZED_SERVICE = 9;
 
 interface BacnetPoint extends PreparedPoint {
   readonly conn: BacnetConn;
@@ -107,46 +97,9 @@ interface BacnetWrite extends PreparedWrite {
   readonly priority: number;
 }
 
-interface AppValue {
-  type: number;
-  value: unknown;
-}
-
-/** What an error from the library says, parsed from its message (it has no codes of its own). */
-function classify(e: unknown): { kind: 'timeout' } | { kind: 'error'; cls: number; code: number } | { kind: 'abort'; reason: number } | { kind: 'other'; message: string } {
-  const m = e instanceof Error ? e.message : String(e);
-  if (m === 'ERR_TIMEOUT') return { kind: 'timeout' };
-  const err = /BacnetError - Class:(\d+) - Code:(\d+)/.exec(m);
-  if (err !== null) return { kind: 'error', cls: Number(err[1]), code: Number(err[2]) };
-  const ab = /BacnetAbort - Reason:(\d+)/.exec(m);
-  if (ab !== null) return { kind: 'abort', reason: Number(ab[1]) };
-  return { kind: 'other', message: m };
-}
-
-/** A value as the poller takes it, or an error for types a point cannot hold. */
-function rawOf(v: AppValue | undefined, what: string): RawValue | HayloftError {
-  if (v === undefined) return refusedError(`${what}: the device sent no value`);
-  switch (v.type) {
-    case TAG_REAL:
-    case TAG_DOUBLE:
-    case TAG_UNSIGNED:
-    case TAG_SIGNED:
-    case TAG_ENUMERATED:
-      return Number(v.value);
-    case TAG_BOOLEAN:
-      return Boolean(v.value);
-    case TAG_STRING:
-      return String(v.value);
-    case TAG_ERROR: {
-      const x = v.value as { errorClass: number; errorCode: number };
-      return refusedError(`${what}: the device refused it (error class ${x.errorClass}, code ${x.errorCode}${x.errorClass === CLASS_OBJECT ? ': no such object' : x.errorClass === CLASS_PROPERTY ? ': no such property' : ''})`);
-    }
-    default:
-      return refusedError(`${what}: a value of BACnet type ${v.type}, which a point cannot hold`);
-  }
-}
-
 class BacnetConn implements DriverConn {
+  /** Change of value (SubscribeCOV) for this connector's device. */
+  readonly cov: BacnetCov;
   /** Properties per ReadPropertyMultiple; 0 once the device is read with ReadProperty only. */
   private per: number;
   private queue: Promise<unknown> = Promise.resolve();
@@ -159,6 +112,7 @@ class BacnetConn implements DriverConn {
     private readonly timeoutMs: number,
   ) {
     this.per = driver.maxPerRequest;
+    this.cov = new BacnetCov({ client: () => driver.client(), nextProcessId: () => driver.nextProcessId() }, device, timeoutMs);
   }
 
   /** ReadPropertyMultiple batch size in use (0: ReadProperty only); for tests and diagnostics. */
@@ -259,6 +213,7 @@ class BacnetConn implements DriverConn {
   close(): Promise<void> {
     if (!this.closed) {
       this.closed = true;
+      this.cov.close();
       this.driver.release();
     }
     return Promise.resolve();
@@ -347,20 +302,9 @@ class BacnetConn implements DriverConn {
   }
 
   /** A request with this connector's timeout (the library's own is one for the whole socket). */
-  private async request<T>(f: (c: Client) => Promise<T>): Promise<T> {
+  private request<T>(f: (c: Client) => Promise<T>): Promise<T> {
     if (this.closed) throw downError('the connection is closed');
-    const client = this.driver.client();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('ERR_TIMEOUT')), this.timeoutMs);
-    });
-    const req = f(client);
-    try {
-      return await Promise.race([req, late]);
-    } finally {
-      clearTimeout(timer);
-      req.catch(() => undefined); // its own timeout may fire after ours
-    }
+    return timed(f(this.driver.client()), this.timeoutMs);
   }
 }
 
@@ -370,13 +314,16 @@ export class BacnetDriver implements Driver {
   readonly refTag = 'bacnetConnRef';
   readonly curTag = 'bacnetCur';
   readonly writeTag = 'bacnetWrite';
+  readonly covTags = { marker: 'bacnetCov', lifetime: 'bacnetCovLifetime' };
   readonly maxPerRequest: number;
   /** Told of batch-size changes (the app logs them). */
   log: ((message: string) => void) | undefined;
   private readonly opts: BacnetDriverOptions;
-  private readonly timeoutMs: number;
+  /** Request timeout of connectors without a `timeout` tag, and of discovery by default. */
+  readonly timeoutMs: number;
   private sock: Client | undefined;
   private users = 0;
+  private processIds = 0;
 
   constructor(opts: BacnetDriverOptions = {}) {
     this.opts = opts;
@@ -392,19 +339,38 @@ export class BacnetDriver implements Driver {
     return new BacnetConn(this, conn.id, device, timeoutMs);
   }
 
+  /** The shared socket, held open until `release()` (discovery, learning and COV use it too). */
+  acquire(): Client {
+    this.users++;
+    return this.client();
+  }
+
   /** @internal The shared socket, opened on first use. */
   client(): Client {
     if (this.sock === undefined) {
-      const c = new bacnet.default({ interface: this.opts.interface, port: this.opts.port ?? 47808, apduTimeout: Math.max(this.timeoutMs, 10_000) });
+      const c = new bacnet.default({
+        interface: this.opts.interface,
+        port: this.opts.port ?? 47808,
+        apduTimeout: Math.max(this.timeoutMs, 10_000),
+        ...(this.opts.broadcastAddress === undefined ? {} : { broadcastAddress: this.opts.broadcastAddress }),
+      });
       // Socket errors (a port in use, an address not on this host) come as events: unheard they
       // would crash the daemon; requests then time out and the connectors show down.
       c.on('error', (err: Error) => this.log?.(`BACnet socket error: ${err.message}`));
+      // Every connector's change-of-value listens on the one socket.
+      c.setMaxListeners(0);
       this.sock = c;
     }
     return this.sock;
   }
 
-  /** @internal */
+  /** A SubscribeCOV process id not used on this socket yet (1 to 2^22 - 1, then round again). */
+  nextProcessId(): number {
+    this.processIds = (this.processIds % 4194303) + 1;
+    return this.processIds;
+  }
+
+  /** Gives back a share of the socket taken by `open` or `acquire`. */
   release(): void {
     this.users--;
     if (this.users <= 0) this.closeSocket();

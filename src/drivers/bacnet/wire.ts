@@ -1,0 +1,77 @@
+/**
+ * What BACnet answers look like to Hayloft, shared by polling (bacnet-driver.ts), commissioning
+ * (session.ts) and change of value (cov.ts): the library's errors classified, values turned into
+ * what a point holds, and requests with a timeout of their own.
+ */
+import { ApplicationTag, ErrorClass, ErrorCode } from '@bacnet-js/client';
+import type { HayloftError } from '../../lib/errors.js';
+import { type RawValue, refusedError } from '../driver.js';
+
+// The library's enums as plain numbers: values on the wire are numbers, compared as such.
+export const TAG_REAL: number = ApplicationTag.REAL;
+export const TAG_DOUBLE: number = ApplicationTag.DOUBLE;
+export const TAG_UNSIGNED: number = ApplicationTag.UNSIGNED_INTEGER;
+export const TAG_SIGNED: number = ApplicationTag.SIGNED_INTEGER;
+export const TAG_ENUMERATED: number = ApplicationTag.ENUMERATED;
+export const TAG_BOOLEAN: number = ApplicationTag.BOOLEAN;
+export const TAG_STRING: number = ApplicationTag.CHARACTER_STRING;
+export const TAG_ERROR: number = ApplicationTag.ERROR;
+export const CLASS_OBJECT: number = ErrorClass.OBJECT;
+export const CLASS_PROPERTY: number = ErrorClass.PROPERTY;
+export const CODE_UNRECOGNIZED: number = ErrorCode.REJECT_UNRECOGNIZED_SERVICE;
+export const CODE_DENIED: number = ErrorCode.SERVICE_REQUEST_DENIED;
+/** Reject reason 9, unrecognized service (the library reports rejects as aborts with the reason). */
+export const REJECT_UNRECOGNIZED_SERVICE = 9;
+
+export interface AppValue {
+  type: number;
+  value: unknown;
+}
+
+/** What an error from the library says, parsed from its message (it has no codes of its own). */
+export function classify(e: unknown): { kind: 'timeout' } | { kind: 'error'; cls: number; code: number } | { kind: 'abort'; reason: number } | { kind: 'other'; message: string } {
+  const m = e instanceof Error ? e.message : String(e);
+  if (m === 'ERR_TIMEOUT') return { kind: 'timeout' };
+  const err = /BacnetError - Class:(\d+) - Code:(\d+)/.exec(m);
+  if (err !== null) return { kind: 'error', cls: Number(err[1]), code: Number(err[2]) };
+  const ab = /BacnetAbort - Reason:(\d+)/.exec(m);
+  if (ab !== null) return { kind: 'abort', reason: Number(ab[1]) };
+  return { kind: 'other', message: m };
+}
+
+/** A value as the poller takes it, or an error for types a point cannot hold. */
+export function rawOf(v: AppValue | undefined, what: string): RawValue | HayloftError {
+  if (v === undefined) return refusedError(`${what}: the device sent no value`);
+  switch (v.type) {
+    case TAG_REAL:
+    case TAG_DOUBLE:
+    case TAG_UNSIGNED:
+    case TAG_SIGNED:
+    case TAG_ENUMERATED:
+      return Number(v.value);
+    case TAG_BOOLEAN:
+      return Boolean(v.value);
+    case TAG_STRING:
+      return String(v.value);
+    case TAG_ERROR: {
+      const x = v.value as { errorClass: number; errorCode: number };
+      return refusedError(`${what}: the device refused it (error class ${x.errorClass}, code ${x.errorCode}${x.errorClass === CLASS_OBJECT ? ': no such object' : x.errorClass === CLASS_PROPERTY ? ': no such property' : ''})`);
+    }
+    default:
+      return refusedError(`${what}: a value of BACnet type ${v.type}, which a point cannot hold`);
+  }
+}
+
+/** A request that rejects with ERR_TIMEOUT (as the library's own timeout) after `ms`. */
+export async function timed<T>(req: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('ERR_TIMEOUT')), ms);
+  });
+  try {
+    return await Promise.race([req, late]);
+  } finally {
+    clearTimeout(timer);
+    req.catch(() => undefined); // its own timeout may fire after ours
+  }
+}
