@@ -63,7 +63,7 @@ async function bare(): Promise<{ url: string; close: () => Promise<void> }> {
 async function hayloft(points: number): Promise<{ base: string; token: string; pointId: string; equipId: string; stop: () => Promise<void> }> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'hayloft-bench-'));
   const config = loadConfig({
-    env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_TZ: 'UTC', HAYLOFT_LOG_LEVEL: 'warn' },
+    env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_HTTPS_PORT: 'off', HAYLOFT_TZ: 'UTC', HAYLOFT_LOG_LEVEL: 'warn' },
     zones: { host: () => 'UTC', known: (n) => findTimeZone(n) !== undefined },
   });
   const app = await App.start({

@@ -87,7 +87,7 @@ async function rawBaseline(): Promise<{ write: number; scan: number }> {
 
 const dir = tmp();
 const config = loadConfig({
-  env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_TZ: 'Sydney', HAYLOFT_LOG_LEVEL: 'warn' },
+  env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_HTTPS_PORT: 'off', HAYLOFT_TZ: 'Sydney', HAYLOFT_LOG_LEVEL: 'warn' },
   zones: { host: () => 'UTC', known: (n) => findTimeZone(n) !== undefined },
 });
 const app = await App.start({ config, log: silentLogger(), firstRun: { adminUser: 'bench@example.com', adminPassword: 'bench-password', clientId: 'bench', clientSecret: 'bench-secret-0123456789' } });

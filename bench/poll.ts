@@ -133,7 +133,7 @@ async function seed(dir: string, ports: number[], points: number): Promise<void>
 
 function benchConfig(dir: string): ReturnType<typeof loadConfig> {
   return loadConfig({
-    env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_TZ: 'UTC', HAYLOFT_LOG_LEVEL: 'warn' },
+    env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_HTTPS_PORT: 'off', HAYLOFT_TZ: 'UTC', HAYLOFT_LOG_LEVEL: 'warn' },
     zones: { host: () => 'UTC', known: (n) => findTimeZone(n) !== undefined },
   });
 }

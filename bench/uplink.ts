@@ -55,6 +55,7 @@ async function startCloud(): Promise<{ proc: ChildProcess; base: string; dir: st
       HAYLOFT_DATA_DIR: dir,
       HAYLOFT_HOST: '127.0.0.1',
       HAYLOFT_PORT: '0',
+      HAYLOFT_HTTPS_PORT: 'off',
       HAYLOFT_TZ: 'UTC',
       HAYLOFT_LOG_LEVEL: 'info',
       HAYLOFT_ADMIN_USER: ADMIN.username,
@@ -114,7 +115,7 @@ async function cloudSamples(base: string): Promise<number> {
 function edgeConfig(dir: string, uplink: Record<string, unknown> | null) {
   const file = path.join(dir, 'hayloft.json');
   writeFileSync(file, JSON.stringify(uplink === null ? {} : { uplink }));
-  return loadConfig({ env: { HAYLOFT_DATA_DIR: path.join(dir, 'data'), HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_TZ: 'UTC', HAYLOFT_CONFIG: file, HAYLOFT_LOG_LEVEL: 'silent' }, zones });
+  return loadConfig({ env: { HAYLOFT_DATA_DIR: path.join(dir, 'data'), HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_HTTPS_PORT: 'off', HAYLOFT_TZ: 'UTC', HAYLOFT_CONFIG: file, HAYLOFT_LOG_LEVEL: 'silent' }, zones });
 }
 
 /** Writes the edge's model and its one-day backlog straight into its store. */

@@ -5,6 +5,8 @@
 import { readFileSync } from 'node:fs';
 import { AuthService, type Bootstrap } from './auth/auth.js';
 import { type ApiServer, createApiServer } from './api/server.js';
+import { type TlsFiles, tlsFiles, watchTls } from './api/tls.js';
+import { ErrorCodes, HayloftError } from './lib/errors.js';
 import { allOps } from './api/ops/index.js';
 import type { Config } from './config/index.js';
 import { MAX_DEPTH } from './haystack/limits.js';
@@ -99,8 +101,13 @@ export class App {
   private readonly drivers: DriverRegistry;
   private readonly log: Logger;
   private readonly unsubscribe: () => void;
-  /** The port actually bound (differs from config.port when that is 0). */
+  /** The port actually bound (differs from config.port when that is 0); 0 when plain HTTP is off. */
   port = 0;
+  /** The HTTPS port bound; 0 when HTTPS is off. */
+  httpsPort = 0;
+  /** The certificate HTTPS serves (its SHA-256 fingerprint is logged at start), or null. */
+  tls: TlsFiles | null = null;
+  private stopTlsWatch: (() => void) | undefined;
   /** What the first start created (credentials to print once), or null on later starts. */
   bootstrap: Bootstrap | null = null;
   /** What GET /metrics serves; parts started later (poller, uplink) may add their own. */
@@ -210,7 +217,7 @@ export class App {
       app.watches.start();
       app.startPoller(opts.clock ?? systemClock);
       if (app.metrics !== null && app.poller !== null) pollerMetrics(app.metrics, app.poller, app.model);
-      app.port = (await app.server.listen(opts.config.port, opts.config.host)).port;
+      await app.listen(opts.config);
       const up = opts.config.uplink;
       if (up !== null && up.enabled) {
         app.uplink = new Uplink({ config: up, model: app.model, points: app.points, history: app.history, store: app.store, clock: opts.clock ?? systemClock, log: app.log, defaultTz: timeZone(opts.config.tz) });
@@ -224,6 +231,28 @@ export class App {
     return app;
   }
 
+  /**
+   * Plain HTTP and HTTPS, each where configured. With no certificate configured, HTTPS serves a
+   * self-signed one made on the first start and kept in the data folder; its fingerprint is
+   * logged so a client can pin it. Certificate files are watched and reloaded when they change.
+   */
+  private async listen(c: Config): Promise<void> {
+    if (c.port === null && c.httpsPort === null) {
+      throw new HayloftError(ErrorCodes.BAD_CONFIG, 'port and httpsPort are both off: nothing would serve the API; turn one on');
+    }
+    if (c.port !== null) this.port = (await this.server.listen(c.port, c.host)).port;
+    if (c.httpsPort !== null) {
+      const files = await tlsFiles({ dataDir: this.store.dir, certFile: c.tlsCert, keyFile: c.tlsKey });
+      this.tls = files;
+      this.httpsPort = (await this.server.listenTls(c.httpsPort, c.host, files)).port;
+      this.log.info(
+        { fingerprint256: files.fingerprint, cert: files.certPath, port: this.httpsPort },
+        files.generated ? 'made a self-signed TLS certificate (kept in the data folder): check this SHA-256 fingerprint in your client' : 'HTTPS certificate',
+      );
+      this.stopTlsWatch = watchTls(files, (pair) => this.server.setCertificate(pair), this.log);
+    }
+  }
+
   private startPoller(clock: Clock): void {
     this.poller = new Poller({ model: this.model, points: this.points, history: this.history, drivers: this.drivers, clock, log: this.log });
     this.poller.start();
@@ -235,6 +264,7 @@ export class App {
 
   /** Stops serving (finishing requests in flight), then closes the data. */
   async stop(): Promise<void> {
+    this.stopTlsWatch?.();
     await this.server.close();
     await this.close();
   }

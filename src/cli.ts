@@ -117,7 +117,7 @@ async function serve(argv: readonly string[]): Promise<void> {
     await seedDemo(app.model, device, { tz: cfg.tz });
     log.info({ device: `modbus-tcp://127.0.0.1:${device.port}` }, 'demo mode: site "demo" polls a simulated Modbus device (try read?filter=point and hisRead of demo.ahu1.supplyTemp)');
   }
-  log.info({ dataDir: cfg.dataDir, host: cfg.host, port: app.port, version: productVersion() }, 'Hayloft is serving');
+  log.info({ dataDir: cfg.dataDir, host: cfg.host, port: app.port, httpsPort: app.httpsPort, version: productVersion() }, 'Hayloft is serving');
   // Under systemd (Type=notify): READY now, watchdog keep-alives while the store is open.
   const systemd = new SystemdNotifier({ log, env: process.env, healthy: () => app.store.db.status === 'open' });
   void systemd.ready(`serving on ${cfg.host}:${app.port}`);
@@ -256,6 +256,7 @@ async function modbusMap(args: string[], argv: readonly string[]): Promise<void>
 function localUrl(cfg: Config): string {
   const any = cfg.host === '0.0.0.0' || cfg.host === '::';
   const host = any ? '127.0.0.1' : cfg.host.includes(':') ? `[${cfg.host}]` : cfg.host;
+  if (cfg.port === null) fail('plain HTTP is off (port: off): this command talks to the server over HTTP on loopback; turn port on, bound to 127.0.0.1 if need be');
   return `http://${host}:${cfg.port}`;
 }
 

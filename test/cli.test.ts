@@ -66,7 +66,7 @@ t.test('errors an operator can act on', async (t) => {
 
   // A running server holds the data folder: the offline commands say so clearly.
   const server = spawn(process.execPath, ['--import', 'tsx', CLI, 'serve'], {
-    env: { ...process.env, HAYLOFT_DATA_DIR: dir, HAYLOFT_PORT: '0', HAYLOFT_HOST: '127.0.0.1' },
+    env: { ...process.env, HAYLOFT_DATA_DIR: dir, HAYLOFT_PORT: '0', HAYLOFT_HTTPS_PORT: '0', HAYLOFT_HOST: '127.0.0.1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

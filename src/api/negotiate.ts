@@ -28,6 +28,7 @@ function supportedList(codecs: readonly Codec[]): string {
  * when full (a few distinct headers is the normal case).
  */
 const NEGOTIATED_MAX = 64;
+const NEGOTIATED_MAX_CHARS = 256;
 
 /** Negotiated answers per Accept text: per server, not per module (no shared state between servers). */
 export type NegotiationCache = Map<string, Codec>;
@@ -39,7 +40,8 @@ export function responseCodec(accept: string | undefined, cache?: NegotiationCac
   const hit = cache?.get(accept);
   if (hit !== undefined) return hit;
   const codec = negotiate(accept);
-  if (cache !== undefined) {
+  // Only short headers are kept: a client sending 16 KiB headers must not make the cache 1 MB.
+  if (cache !== undefined && accept.length <= NEGOTIATED_MAX_CHARS) {
     if (cache.size >= NEGOTIATED_MAX) cache.clear();
     cache.set(accept, codec);
   }

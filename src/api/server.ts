@@ -9,6 +9,7 @@
  * the server keeps serving.
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import https from 'node:https';
 import type { Duplex, Readable } from 'node:stream';
 import polka, { type IError, type NextHandler, type Request } from 'polka';
 import type { HGrid } from '../haystack/values.js';
@@ -67,6 +68,13 @@ export interface ApiServerOptions {
 export interface ApiServer {
   /** Starts listening; resolves with the bound port (useful with port 0). */
   listen(port: number, host: string): Promise<{ port: number }>;
+  /**
+   * Also serves HTTPS (TLS 1.2 and later) on this port, with the same routes; resolves with the
+   * bound port. Call after listen() or alone (when plain HTTP is off).
+   */
+  listenTls(port: number, host: string, pair: { cert: string; key: string }): Promise<{ port: number }>;
+  /** Serves another certificate to new TLS connections (a renewed one), without a restart. */
+  setCertificate(pair: { cert: string; key: string }): void;
   /** Stops accepting connections and resolves once the requests in flight are answered. */
   close(): Promise<void>;
 }
@@ -162,21 +170,23 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
       'request',
     );
     if (respond.closing) {
-      server.closeIdleConnections();
+      for (const s of servers()) s.closeIdleConnections();
       if (inFlight.size === 0) drained?.();
     }
   }
 
   const server = http.createServer({ IncomingMessage: ExchangeRequest, connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS });
-  guardServer(server, limits, log);
-  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+  // HTTPS, once listenTls is called: the same routes, guards and handlers as HTTP.
+  let tlsServer: https.Server | undefined;
+  const servers = (): http.Server[] => (tlsServer === undefined ? [server] : [server, tlsServer]);
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     track(req, res);
     // polka creates its own `next` when given none.
     if (!ops.direct(req, res)) void app.handler(req as Request, res, undefined as unknown as NextHandler);
-  });
+  };
   // Malformed requests that never reach a handler (bad request line, headers over Node's
   // 16 KiB limit, a timeout): answer if the socket still can, never throw.
-  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+  const onClientError = (err: NodeJS.ErrnoException, socket: Duplex): void => {
     log.debug({ code: err.code, reason: err.message }, 'malformed HTTP request');
     // HPE_INVALID_EOF_STATE: the client ended its side mid-body (it gave up an upload already
     // answered, 413 say): there is no one left to answer.
@@ -192,32 +202,59 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
       `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json\r\n` +
         `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
-  });
-  server.on('error', (err) => log.error({ err }, 'HTTP server error'));
-  for (const g of groups) g.attach?.(server, kit);
+  };
+  function serve(s: http.Server): void {
+    guardServer(s, limits, log);
+    s.on('request', onRequest);
+    s.on('clientError', onClientError);
+    s.on('error', (err) => log.error({ err }, 'HTTP server error'));
+    for (const g of groups) g.attach?.(s, kit);
+  }
+  serve(server);
 
   let listening = false;
 
+  function listenOn(s: http.Server, port: number, host: string, what: string): Promise<{ port: number }> {
+    return new Promise((resolve, reject) => {
+      const onError = (err: NodeJS.ErrnoException): void => {
+        s.off('listening', onListening);
+        const why = err.code === 'EADDRINUSE' ? 'the port is in use' : err.code === 'EACCES' ? 'permission denied' : err.message;
+        reject(new HayloftError(ErrorCodes.LISTEN_FAILED, `cannot listen on ${host}:${port} (${what}): ${why}`, { cause: err }));
+      };
+      const onListening = (): void => {
+        s.off('error', onError);
+        listening = true;
+        const addr = s.address();
+        const bound = typeof addr === 'object' && addr !== null ? addr.port : port;
+        log.info({ host, port: bound }, `${what} server listening`);
+        resolve({ port: bound });
+      };
+      s.once('error', onError);
+      s.once('listening', onListening);
+      s.listen(port, host);
+    });
+  }
+
   return {
     listen(port: number, host: string): Promise<{ port: number }> {
-      return new Promise((resolve, reject) => {
-        const onError = (err: NodeJS.ErrnoException): void => {
-          server.off('listening', onListening);
-          const why = err.code === 'EADDRINUSE' ? 'the port is in use' : err.code === 'EACCES' ? 'permission denied' : err.message;
-          reject(new HayloftError(ErrorCodes.LISTEN_FAILED, `cannot listen on ${host}:${port}: ${why}`, { cause: err }));
-        };
-        const onListening = (): void => {
-          server.off('error', onError);
-          listening = true;
-          const addr = server.address();
-          const bound = typeof addr === 'object' && addr !== null ? addr.port : port;
-          log.info({ host, port: bound }, 'HTTP server listening');
-          resolve({ port: bound });
-        };
-        server.once('error', onError);
-        server.once('listening', onListening);
-        server.listen(port, host);
+      return listenOn(server, port, host, 'HTTP');
+    },
+
+    listenTls(port: number, host: string, pair: { cert: string; key: string }): Promise<{ port: number }> {
+      tlsServer = https.createServer({
+        IncomingMessage: ExchangeRequest,
+        connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS,
+        // TLS 1.0 and 1.1 are broken and deprecated (RFC 8996).
+        minVersion: 'TLSv1.2',
+        cert: pair.cert,
+        key: pair.key,
       });
+      serve(tlsServer);
+      return listenOn(tlsServer, port, host, 'HTTPS');
+    },
+
+    setCertificate(pair: { cert: string; key: string }): void {
+      tlsServer?.setSecureContext({ cert: pair.cert, key: pair.key, minVersion: 'TLSv1.2' });
     },
 
     close(): Promise<void> {
@@ -230,14 +267,14 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
         if (inFlight.size === 0) resolve();
         else drained = resolve;
       });
-      const serverClosed = new Promise<void>((resolve) => server.close(() => resolve()));
+      const serverClosed = Promise.all(servers().map((s) => new Promise<void>((resolve) => (s.listening ? s.close(() => resolve()) : resolve())))).then(() => undefined);
       // Keep-alive connections with no request in flight would otherwise hold close() open.
-      server.closeIdleConnections();
+      for (const s of servers()) s.closeIdleConnections();
       let timer: NodeJS.Timeout | undefined;
       const timedOut = new Promise<void>((resolve) => {
         timer = setTimeout(() => {
           log.warn({ inFlight: inFlight.size }, 'requests still running at close: cutting their connections');
-          server.closeAllConnections();
+          for (const s of servers()) s.closeAllConnections();
           resolve();
         }, closeTimeoutMs);
         timer.unref();

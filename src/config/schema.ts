@@ -16,8 +16,14 @@ export interface Config {
   readonly dataDir: string;
   /** Address the HTTP server binds to. */
   readonly host: string;
-  /** HTTP port; 0 picks a free one (tests). */
-  readonly port: number;
+  /** Plain HTTP port; 0 picks a free one (tests); null: no plain HTTP (`off`). */
+  readonly port: number | null;
+  /** HTTPS port (TLS 1.2 and later); 0 picks a free one; null: no HTTPS (`off`). */
+  readonly httpsPort: number | null;
+  /** PEM file of the certificate HTTPS serves; null: a self-signed one kept in the data folder. */
+  readonly tlsCert: string | null;
+  /** PEM file of the certificate's private key (with tlsCert). */
+  readonly tlsKey: string | null;
   /** Largest request body of the ops that write in bulk (hisWrite, createRec, updateRec), in bytes. */
   readonly maxBodyBytes: number;
   /** Largest request body of every other op (reads, watches, deletes), in bytes. */
@@ -114,6 +120,13 @@ function integer(raw: unknown, min: number, max: number): { ok: number } | { exp
   return { ok: n };
 }
 
+/** A port, or `off` (also false) for none. */
+function portOrOff(raw: unknown): { ok: number | null } | { expected: string } {
+  if (raw === false || (typeof raw === 'string' && /^\s*(off|false|no)\s*$/i.test(raw))) return { ok: null };
+  const r = integer(raw, 0, 65535);
+  return 'ok' in r ? r : { expected: 'an integer from 0 to 65535, or off' };
+}
+
 const TRUE_TEXT = new Set(['true', '1', 'yes', 'on']);
 const FALSE_TEXT = new Set(['false', '0', 'no', 'off']);
 
@@ -143,7 +156,23 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
   port: {
     env: 'HAYLOFT_PORT',
     default: () => 8080,
-    parse: (raw) => integer(raw, 0, 65535),
+    parse: (raw) => portOrOff(raw),
+  },
+  // HTTPS by default: passwords and bearer tokens must not cross the building network in clear.
+  httpsPort: {
+    env: 'HAYLOFT_HTTPS_PORT',
+    default: () => 8443,
+    parse: (raw) => portOrOff(raw),
+  },
+  tlsCert: {
+    env: 'HAYLOFT_TLS_CERT',
+    default: () => null,
+    parse: (raw) => text(raw, 'the path of a PEM certificate file'),
+  },
+  tlsKey: {
+    env: 'HAYLOFT_TLS_KEY',
+    default: () => null,
+    parse: (raw) => text(raw, 'the path of a PEM private key file'),
   },
   maxBodyBytes: {
     env: 'HAYLOFT_MAX_BODY_BYTES',

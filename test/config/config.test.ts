@@ -29,6 +29,9 @@ function file(t: Test, content: unknown, name = 'hayloft.json'): string {
 
 /** The defaults of the keys of issue 18 (request limits, slow clients). */
 const GUARD_DEFAULTS = {
+  httpsPort: 8443,
+  tlsCert: null,
+  tlsKey: null,
   maxRequestBodyBytes: 1024 * 1024,
   maxBodyBytesInFlight: 128 * 1024 * 1024,
   maxValueChars: 65_536,
@@ -103,6 +106,8 @@ t.test('file, then environment over it, then --config choosing the file', async 
   t.equal(over.logLevel, 'warn');
   t.equal(over.serverName, 'boiler room', 'keys not in the environment keep the file value');
   t.equal(loadConfig({ ...base, env: { HAYLOFT_PORT: '' } }).port, 8080, 'an empty variable counts as unset');
+  t.equal(loadConfig({ ...base, env: { HAYLOFT_PORT: 'off', HAYLOFT_HTTPS_PORT: 'OFF' } }).port, null, 'plain HTTP can be turned off');
+  t.equal(loadConfig({ ...base, env: { HAYLOFT_HTTPS_PORT: 'off' } }).httpsPort, null, 'and HTTPS');
 
   const g = file(t, { port: 7000 });
   t.equal(loadConfig({ ...base, env: { HAYLOFT_CONFIG: f }, argv: ['serve', '--config', g] }).port, 7000, '--config wins over HAYLOFT_CONFIG');
@@ -114,6 +119,7 @@ t.test('every validation error, each named with its source', async (t) => {
   const cases: [string, Record<string, unknown> | null, Record<string, string>, string, RegExp][] = [
     ['port not a number (env)', null, { HAYLOFT_PORT: 'http' }, 'port', /an integer from 0 to 65535.*got "http"/],
     ['port out of range (env)', null, { HAYLOFT_PORT: '70000' }, 'port', /an integer from 0 to 65535/],
+    ['httpsPort not a port', { httpsPort: 'https' }, {}, 'httpsPort', /an integer from 0 to 65535, or off/],
     ['port negative (file)', { port: -1 }, {}, 'port', /an integer from 0 to 65535/],
     ['port fractional (file)', { port: 80.5 }, {}, 'port', /an integer/],
     ['maxBodyBytes too small', { maxBodyBytes: 10 }, {}, 'maxBodyBytes', /an integer from 1024/],
@@ -199,7 +205,7 @@ t.test('every problem is reported at once, in one message', async (t) => {
   for (const line of [
     `colour (from ${f}): expected a known key`,
     `host (from HAYLOFT_HOST): expected an IP address or host name to listen on (no spaces), got "a b"`,
-    `port (from ${f}): expected an integer from 0 to 65535, got "x"`,
+    `port (from ${f}): expected an integer from 0 to 65535, or off, got "x"`,
     `tz (from ${f}): expected a known Haystack time-zone name such as New_York or UTC, got "Mars"`,
     `debug (from HAYLOFT_DEBUG): expected true or false, got "perhaps"`,
   ]) {

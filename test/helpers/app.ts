@@ -61,7 +61,7 @@ export async function startApp(t: { teardown(f: () => unknown): void }, opts: { 
   const logs: string[] = [];
   const dest = { write: (s: string) => void logs.push(s) } as unknown as Writable;
   const config = loadConfig({
-    env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_TZ: 'UTC', HAYLOFT_LOG_LEVEL: 'debug', ...(opts.env ?? {}) },
+    env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_HTTPS_PORT: '0', HAYLOFT_TZ: 'UTC', HAYLOFT_LOG_LEVEL: 'debug', ...(opts.env ?? {}) },
     zones: { host: () => 'UTC', known: (n) => findTimeZone(n) !== undefined },
   });
   const log = createLogger({ level: 'debug', destination: dest });

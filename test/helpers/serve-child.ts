@@ -29,6 +29,7 @@ export async function serveChild(t: Test, dir: string, env: Record<string, strin
       HAYLOFT_DATA_DIR: dir,
       HAYLOFT_HOST: '127.0.0.1',
       HAYLOFT_PORT: '0',
+      HAYLOFT_HTTPS_PORT: '0',
       HAYLOFT_TZ: 'UTC',
       HAYLOFT_LOG_LEVEL: 'info',
       HAYLOFT_ADMIN_USER: ADMIN.username,

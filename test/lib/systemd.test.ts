@@ -124,6 +124,7 @@ t.test('hayloft serve speaks the notify protocol to a fake NOTIFY_SOCKET', { ski
       HAYLOFT_DATA_DIR: path.join(dir, 'data'),
       HAYLOFT_HOST: '127.0.0.1',
       HAYLOFT_PORT: '0',
+      HAYLOFT_HTTPS_PORT: '0',
       HAYLOFT_LOG_LEVEL: 'warn',
       NOTIFY_SOCKET: sock,
       // 400 ms: a keep-alive every 200 ms.
