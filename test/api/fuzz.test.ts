@@ -85,7 +85,13 @@ interface Case {
 const cases: fc.Arbitrary<Case> = fc.oneof(
   fc.tuple(fc.constantFrom(...OPS), mutated(jsonGrid.map((g) => JSON.stringify(g)))).map(([op, body]) => ({ op, contentType: 'application/json', body })),
   fc.tuple(fc.constantFrom(...OPS), mutated(zincGrid)).map(([op, body]) => ({ op, contentType: 'text/zinc', body })),
-  fc.tuple(fc.constantFrom('read', 'deleteRec'), mutated(filter)).map(([op, f]) => ({ op, contentType: 'application/json', body: JSON.stringify({ meta: { ver: '3.0' }, cols: [{ name: 'filter' }], rows: [{ filter: `s:${f}` }] }) })),
+  // deleteRec by a filter that parses deletes what it matches (users and roles too, with an
+  // administrator's token): its filters are fuzzed with a guard that matches nothing (and no parentheses of their own, which could undo it).
+  fc.tuple(fc.constantFrom('read', 'deleteRec'), mutated(filter)).map(([op, f]) => ({
+    op,
+    contentType: 'application/json',
+    body: JSON.stringify({ meta: { ver: '3.0' }, cols: [{ name: 'filter' }], rows: [{ filter: `s:${op === 'deleteRec' ? `(${f.replace(/[()]/g, '')}) and fuzzNever` : f}` }] }),
+  })),
   mutated(range).map((r) => ({ op: 'hisRead' as const, contentType: 'application/json', body: JSON.stringify({ meta: { ver: '3.0' }, cols: [{ name: 'id' }, { name: 'range' }], rows: [{ id: 'r:hq.p1', range: `s:${r}` }] }) })),
 );
 
@@ -100,8 +106,7 @@ async function hisSize(r: Running): Promise<unknown> {
 }
 
 t.test('every op answers hostile and broken grids, filters and ranges without a 5xx', async (t) => {
-  // 2,000 cases take about a minute on an idle 2-core machine, several when it is busy.
-  t.setTimeout(900_000);
+  // 800 cases fit tap's 180 s per file on this busy 2-core machine; HAYLOFT_FUZZ_RUNS=5000 for more.
   const r = await startApp(t, { env: { HAYLOFT_LOG_LEVEL: 'warn' } });
   const site = await postGrid(r.base, 'createRec', gridOf({ site: MARKER, name: 'hq', dis: 'HQ' }), { headers: r.auth });
   const siteId = (site.grid?.first()?.get('id') as HRef).id;
@@ -123,7 +128,7 @@ t.test('every op answers hostile and broken grids, filters and ranges without a 
       const about = await request(r.base, '/api/about', { headers: r.auth });
       return about.status === 200;
     }),
-    { seed: SEED, numRuns: Number(process.env.HAYLOFT_FUZZ_RUNS ?? 2000), endOnFailure: true },
+    { seed: SEED, numRuns: Number(process.env.HAYLOFT_FUZZ_RUNS ?? 800), endOnFailure: true },
   ).catch((e: unknown) => {
     failures++;
     t.fail(String(e));
