@@ -58,6 +58,7 @@ t.test('defaults', async (t) => {
     bacnetTimeoutMs: 3000,
     ...GUARD_DEFAULTS,
     uplink: null,
+    mqtt: null,
     configFile: null,
   });
   t.ok(Object.isFrozen(c), 'frozen');
@@ -90,6 +91,7 @@ t.test('file, then environment over it, then --config choosing the file', async 
     bacnetTimeoutMs: 3000,
     ...GUARD_DEFAULTS,
     uplink: null,
+    mqtt: null,
     configFile: f,
   });
   const env = { HAYLOFT_CONFIG: f, HAYLOFT_DATA_DIR: 'd2', HAYLOFT_HOST: '::1', HAYLOFT_PORT: '0', HAYLOFT_DEBUG: 'no', HAYLOFT_LOG_LEVEL: 'WARN' };
