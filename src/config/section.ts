@@ -110,7 +110,7 @@ export function loadSection<C>(
       if (!(names as string[]).includes(k)) problems.push({ key: `${section}.${k}`, source, expected: `a known ${section} key (${names.join(', ')})` });
     }
   }
-  const spec = (k: keyof C & string): SubKey<unknown> => keys[k] as SubKey<unknown>;
+  const spec = (k: keyof C & string): SubKey<unknown> => keys[k];
   const envSet = (name: string | undefined): boolean => name !== undefined && env[name] !== undefined && env[name] !== '';
   // No section in the file: off unless the environment configures one.
   if ((raw === undefined || raw === null) && !names.some((k) => envSet(spec(k).env))) return { value: null, problems, source };
