@@ -213,7 +213,7 @@ async function sync(args: string[], argv: readonly string[]): Promise<void> {
   const log = createLogger({ level: 'warn' });
   try {
     await withApp(argv, log, async (app) => {
-      const report = await backlogReport({ store: app.store, model: app.model, history: app.history, config: app.config.uplink });
+      const report = await backlogReport({ store: app.store, model: app.model, history: app.history, config: app.config.uplink, mqtt: app.config.mqtt });
       process.stdout.write(values.json === true ? JSON.stringify(report, null, 2) + '\n' : formatBacklog(report, values.points === true));
     });
   } catch (e) {

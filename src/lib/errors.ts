@@ -103,6 +103,10 @@ export const ErrorCodes = {
   UPLINK_AUTH: 'HL_UPLINK_AUTH',
   /** Uplink: the upstream refused a request (an error grid); the message carries its code and text. */
   UPLINK_REJECTED: 'HL_UPLINK_REJECTED',
+  /** MQTT edge node: the broker cannot be reached, refused the connection or dropped it; retried with backoff, samples kept. */
+  MQTT_UNREACHABLE: 'HL_MQTT_UNREACHABLE',
+  /** MQTT edge node: a DCMD (write from a host application) was refused and logged; nothing was written. */
+  MQTT_COMMAND_REFUSED: 'HL_MQTT_COMMAND_REFUSED',
   /** A backup file that is not one, is damaged or truncated, or is from a newer Hayloft. */
   BAD_BACKUP: 'HL_BAD_BACKUP',
   /** `hayloft restore` into a data folder that is not empty. */
