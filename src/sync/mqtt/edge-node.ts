@@ -476,7 +476,15 @@ export class EdgeNode {
         }),
       );
     }
-    for (const d of this.cat.devices.values()) {
+    // Devices to look at: those not born (dead, or new), and those whose points changed status.
+    const check = new Set<string>();
+    for (const id of this.cat.devices.keys()) if (!this.alive.has(id)) check.add(id);
+    for (const id of this.dirty) {
+      const m = this.cat.byPoint.get(id);
+      if (m !== undefined) check.add(m.device);
+    }
+    for (const id of check) {
+      const d = this.cat.devices.get(id) as Device;
       const down = this.deviceDown(d);
       if (!down && !this.alive.has(d.id)) this.birthDevice(s, d, acks);
       else if (down && this.alive.has(d.id)) {
