@@ -103,6 +103,19 @@ async function seed(dir: string, points: number, equips: number, history: boolea
   }
 }
 
+/** No cursors: every point starts at its newest sample (the live case: no backlog from the run before). */
+async function forgetCursors(dir: string): Promise<void> {
+  const config = loadConfig({ env: { HAYLOFT_DATA_DIR: path.join(dir, 'data'), HAYLOFT_TZ: 'UTC', HAYLOFT_CONFIG: configFile(dir, null) }, zones });
+  const app = await App.open({ config, log: silentLogger() });
+  try {
+    const state = new SyncState(app.store, 'mqtt');
+    await state.load();
+    await state.forget(state.cursorIds(), { cursor: true, mapping: false });
+  } finally {
+    await app.stop();
+  }
+}
+
 /** Every point's cursor just before its first sample: a day's backlog. */
 async function resetCursors(dir: string): Promise<void> {
   const config = loadConfig({ env: { HAYLOFT_DATA_DIR: path.join(dir, 'data'), HAYLOFT_TZ: 'UTC', HAYLOFT_CONFIG: configFile(dir, null) }, zones });
@@ -120,7 +133,8 @@ async function resetCursors(dir: string): Promise<void> {
 
 async function serve(dir: string, brokerUrl: string | null): Promise<{ proc: ChildProcess; base: string; token: string; startedAt: number }> {
   const startedAt = performance.now();
-  const proc = spawn(process.execPath, [...nodeFlags, CLI, 'serve'], {
+  const prof = hasFlag('--prof') && brokerUrl !== null ? ['--cpu-prof', '--cpu-prof-dir=/tmp/hayloft-mqtt-prof'] : [];
+  const proc = spawn(process.execPath, [...nodeFlags, ...prof, CLI, 'serve'], {
     env: { ...process.env, HAYLOFT_DATA_DIR: path.join(dir, 'data'), HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_TZ: 'UTC', HAYLOFT_LOG_LEVEL: 'info', HAYLOFT_CONFIG: configFile(dir, brokerUrl) },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -191,10 +205,22 @@ async function counter(url: string): Promise<{ live: number; historical: number;
 interface LiveResult {
   cpu: number;
   rss: number;
+  /** Samples/s the feed got into the history store (the daemon's counter). */
+  written: number;
+  /** Live samples/s the daemon published (its counter). */
+  published: number;
+  /** Live samples/s the subscriber received. */
   delivered: number;
 }
 
+async function counters(d: { base: string; token: string }): Promise<{ published: number; written: number }> {
+  const text = await (await fetch(`${d.base}/metrics`, { headers: { authorization: `Bearer ${d.token}` } })).text();
+  const get = (name: string): number => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  return { published: get('hayloft_mqtt_samples_live_total'), written: get('hayloft_history_samples_written_total') };
+}
+
 async function live(dir: string, brokerUrl: string, withMqtt: boolean): Promise<LiveResult> {
+  if (withMqtt) await forgetCursors(dir);
   const d = await serve(dir, withMqtt ? brokerUrl : null);
   const sub = await counter(brokerUrl);
   const pid = d.proc.pid as number;
@@ -218,6 +244,7 @@ async function live(dir: string, brokerUrl: string, withMqtt: boolean): Promise<
   const cpu0 = cpuSeconds(pid);
   const t0 = performance.now();
   const delivered0 = sub.live;
+  const c0 = await counters(d);
   const rss: number[] = [];
   for (let i = 0; i < SECONDS; i++) {
     const next = t0 + (i + 1) * 1000;
@@ -228,9 +255,12 @@ async function live(dir: string, brokerUrl: string, withMqtt: boolean): Promise<
   const wall = (performance.now() - t0) / 1000;
   const cpu = ((cpuSeconds(pid) - cpu0) / wall) * 100;
   const delivered = (sub.live - delivered0) / wall;
+  const c1 = await counters(d);
+  const published = (c1.published - c0.published) / wall;
+  const written = (c1.written - c0.written) / wall;
   await sub.close();
   await stop(d.proc);
-  return { cpu, rss: median(rss), delivered };
+  return { cpu, rss: median(rss), written, published, delivered };
 }
 
 async function backlog(dir: string, brokerUrl: string): Promise<{ seconds: number; rate: number; rss: number }> {
@@ -266,10 +296,11 @@ async function main(): Promise<void> {
       console.log(`round ${r + 1}: baseline ${JSON.stringify(base.at(-1))}, mqtt ${JSON.stringify(withMqtt.at(-1))}`);
     }
     const drains: { seconds: number; rate: number; rss: number }[] = [];
-    for (let r = 0; r < ROUNDS; r++) {
+    for (let r = 0; r < (hasFlag('--live-only') ? 0 : ROUNDS); r++) {
       drains.push(await backlog(backDir, broker.url));
       console.log(`backlog round ${r + 1}: ${JSON.stringify(drains.at(-1))}`);
     }
+    if (hasFlag('--live-only')) return;
     const m = (xs: LiveResult[], k: keyof LiveResult): number => median(xs.map((x) => x[k]));
     const md = `Measured ${new Date().toISOString().slice(0, 10)} on ${machineLine()}; mosquitto 2.0 on loopback; the daemon is its own process
 (\`hayloft serve\`, compiled, with package.json's Node flags), CPU from /proc (utime + stime over the window), medians of ${ROUNDS} rounds.
@@ -281,7 +312,9 @@ second over HTTP, ${SECONDS} s windows; the baseline is the same daemon and feed
 |---|---|---|---|
 | CPU, share of one core | ${m(base, 'cpu').toFixed(1)} % | ${m(withMqtt, 'cpu').toFixed(1)} % | ${(m(withMqtt, 'cpu') - m(base, 'cpu')).toFixed(1)} points (x${(m(withMqtt, 'cpu') / m(base, 'cpu')).toFixed(2)}) |
 | resident memory (median) | ${m(base, 'rss').toFixed(0)} MB | ${m(withMqtt, 'rss').toFixed(0)} MB | ${(m(withMqtt, 'rss') - m(base, 'rss')).toFixed(0)} MB |
-| live samples received by a subscriber | – | ${m(withMqtt, 'delivered').toFixed(0)} /s | |
+| samples written to history by the feed | ${m(base, 'written').toFixed(0)} /s | ${m(withMqtt, 'written').toFixed(0)} /s | |
+| live samples published (the daemon's counter) | – | ${m(withMqtt, 'published').toFixed(0)} /s | |
+| live samples received by a subscriber (QoS 0, in the feeding process) | – | ${m(withMqtt, 'delivered').toFixed(0)} /s | |
 
 Backlog: one day of ${BACKLOG_POINTS.toLocaleString('en-US')} points at one-minute samples (${(BACKLOG_POINTS * DAY).toLocaleString('en-US')}), every cursor at its start, drained as
 historical DDATA (1,000 metrics per message) from the start of the process to the last sample received:

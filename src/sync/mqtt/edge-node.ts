@@ -25,6 +25,12 @@
  * moves a cursor, so a sample in flight when the link dies is sent again rather than lost. A
  * cursor moves only after every message of its pass is acknowledged; what was sent but not
  * acknowledged goes again after a reconnect (as historical, never into the live stream twice).
+ * Cursors are stored every CURSOR_FLUSH_MS (and at a stop or a lost session), not every pass: a
+ * kill -9 sends up to that much again, as historical.
+ *
+ * Live samples are not read back from LevelDB: the history store tells the node what it commits
+ * (HistoryStore.onWritten) and recent samples wait in memory (Tail); the store is read for the
+ * backlog of an outage or a restart.
  */
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import { readFileSync } from 'node:fs';
@@ -113,6 +119,27 @@ interface Pending {
   liveFrom: number;
 }
 
+/**
+ * A point's samples after its cursor, as the history store told them (onWritten), so that live
+ * data is not read back from LevelDB (10,000 points at 1 s would be 10,000 reads a second).
+ * While `known`, these are all the samples the store holds after the cursor; a delete, a write
+ * older than the newest kept, or more than TAIL_MAX samples (an outage) end that, and the point
+ * is read from the store again (which makes it known again once the read reaches the end).
+ */
+interface Tail {
+  known: boolean;
+  ts: number[];
+  val: (number | boolean | string)[];
+}
+
+const TAIL_MAX = 64;
+
+/**
+ * Cursors are stored at most this often (see SyncState.advance): a crash sends up to this much
+ * again, as historical; 10,000 points at 1 s do not write 10,000 keys a second.
+ */
+const CURSOR_FLUSH_MS = 2000;
+
 /** Most samples read per point per pass: bounds memory, keeps passes short. */
 const READ_MAX = 10_000;
 /** Historical samples sent per pass before live data gets its turn. */
@@ -137,6 +164,8 @@ export class EdgeNode {
   /** Per point: samples at or before this instant are historical in this session. */
   private readonly boundary = new Map<string, number>();
   private readonly reported = new Map<string, Reported>();
+  /** Samples after the cursor, kept in memory per point (see Tail). */
+  private readonly tails = new Map<string, Tail>();
   /** Points whose curVal or curStatus changed since the last pass. */
   private readonly dirty = new Set<string>();
   private session: Session | null = null;
@@ -152,6 +181,9 @@ export class EdgeNode {
   private unlisten: (() => void)[] = [];
   private counters = { liveSamples: 0, historicalSamples: 0, messages: 0, connects: 0, failures: 0, commandsRefused: 0 };
   private lastError: string | null = null;
+  private flushedAt = 0;
+  /** When the last pass began: passes run at the interval, not the interval after each other. */
+  private passAt = 0;
 
   constructor(opts: EdgeNodeOptions) {
     this.o = opts;
@@ -175,6 +207,7 @@ export class EdgeNode {
       this.o.model.onTransient((id, changed) => {
         if (this.cat.byPoint.has(id) && (changed.includes('curVal') || changed.includes('curStatus'))) this.dirty.add(id);
       }),
+      this.o.history.onWritten((id, _kind, written) => this.written(id, written)),
     );
     this.o.log.info({ connector: this.cfg.name, url: this.cfg.url, groupId: this.cfg.groupId, edgeNodeId: this.cfg.edgeNodeId, filter: this.cfg.filter }, 'mqtt: edge node starting');
     this.connect();
@@ -190,12 +223,51 @@ export class EdgeNode {
     for (const u of this.unlisten) u();
     // A pass waits for the broker's acknowledgements; a broker that stalls does not hold the stop.
     await Promise.race([this.running, new Promise((r) => setTimeout(r, 5000).unref())]);
+    await this.state.flush(this.o.clock.now()).catch((err: unknown) => this.o.log.warn({ err }, 'mqtt: cannot store cursors'));
     const s = this.session;
     if (s !== null && !s.closed) {
-      if (s.connected) await this.publishDeath(s).catch(() => undefined);
       s.closed = true;
-      await s.client.endAsync().catch(() => undefined);
+      const goodbye = (async () => {
+        if (s.connected) await this.publishDeath(s).catch(() => undefined);
+        await s.client.endAsync().catch(() => undefined);
+      })();
+      // A link that died unnoticed would hold the goodbye: the will says it instead.
+      const late = await Promise.race([goodbye.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), 5000).unref())]);
+      if (late) s.client.end(true);
     }
+  }
+
+  /** Keeps what the store committed for points whose tail is known (see Tail). */
+  private written(id: string, w: { readonly ts: readonly number[]; readonly val: readonly unknown[] } | null): void {
+    const t = this.tails.get(id);
+    if (t === undefined || !t.known) return;
+    const last = t.ts.length > 0 ? (t.ts[t.ts.length - 1] as number) : -Infinity;
+    if (w === null || (w.ts[0] as number) <= last || t.ts.length + w.ts.length > TAIL_MAX) {
+      t.known = false;
+      t.ts = [];
+      t.val = [];
+      return;
+    }
+    for (let i = 0; i < w.ts.length; i++) {
+      t.ts.push(w.ts[i] as number);
+      t.val.push(w.val[i] as number | boolean | string);
+    }
+  }
+
+  /** The samples of a known tail after `cursor`, as a run (those at or before it are dropped). */
+  private tailRun(m: MetricDef, t: Tail, cursor: number, max: number): Run | null {
+    let k = 0;
+    while (k < t.ts.length && (t.ts[k] as number) <= cursor) k++;
+    if (k > 0) {
+      t.ts.splice(0, k);
+      t.val.splice(0, k);
+    }
+    if (t.ts.length === 0) return null;
+    const n = Math.min(max, t.ts.length);
+    const ts = Float64Array.from(t.ts.slice(0, n));
+    if (m.type === 'Double') return { kind: 'Number', ts, val: Float64Array.from(t.val.slice(0, n) as number[]) };
+    if (m.type === 'Boolean') return { kind: 'Bool', ts, val: t.val.slice(0, n) as boolean[] };
+    return { kind: 'Str', ts, val: t.val.slice(0, n) as string[] };
   }
 
   // --- sessions ----------------------------------------------------------------------------
@@ -264,6 +336,7 @@ export class EdgeNode {
     this.timer = undefined;
     this.alive.clear();
     this.phase = 'offline';
+    this.state.flush(this.o.clock.now()).catch((err: unknown) => this.o.log.warn({ err }, 'mqtt: cannot store cursors'));
     this.counters.failures++;
     this.lastError = why;
     const failures = this.counters.failures;
@@ -361,6 +434,7 @@ export class EdgeNode {
     const s = this.session;
     if (s === null || s.closed || !s.connected || this.phase !== 'online') return;
     let more = false;
+    this.passAt = Date.now();
     try {
       more = await this.step(s);
     } catch (err) {
@@ -370,7 +444,7 @@ export class EdgeNode {
       this.failed(s, (err as Error).message);
       return;
     }
-    if (!s.closed) this.schedule(more ? 0 : this.cfg.publishIntervalMs);
+    if (!s.closed) this.schedule(more ? 0 : Math.max(0, this.cfg.publishIntervalMs - (Date.now() - this.passAt)));
   }
 
   /** Publishes with the session's next seq; resolves on the broker's acknowledgement. */
@@ -440,6 +514,7 @@ export class EdgeNode {
       this.o.log.error({ connector: this.cfg.name, filter: this.cfg.filter, err: (e as Error).message }, 'mqtt: the filter does not parse; nothing is published');
       this.cat = { devices: new Map(), byPoint: new Map(), skipped: [] };
     }
+    for (const id of [...this.tails.keys()]) if (!this.cat.byPoint.has(id)) this.tails.delete(id);
     for (const x of this.cat.skipped) this.o.log.warn({ connector: this.cfg.name, id: x.id, why: x.why }, 'mqtt: point not published');
     const start: [string, number][] = [];
     for (const m of this.cat.byPoint.values()) {
@@ -510,28 +585,62 @@ export class EdgeNode {
     const dirty = [...this.dirty];
     this.dirty.clear();
     // Points with samples after their cursor, oldest first (as the REST uplink orders them).
-    const behind: { m: MetricDef; from: number }[] = [];
+    const behind: { m: MetricDef; from: number; tail: Tail | undefined }[] = [];
     for (const m of this.cat.byPoint.values()) {
       if (!m.his || !this.alive.has(m.device)) continue;
-      const st = history.stats(m.pointId);
       const cursor = this.state.cursor(m.pointId);
-      if (st.end === undefined || st.start === undefined || st.end <= cursor) continue;
-      behind.push({ m, from: Math.max(cursor + 1, st.start) });
+      const t = this.tails.get(m.pointId);
+      if (t?.known === true) {
+        let k = 0;
+        while (k < t.ts.length && (t.ts[k] as number) <= cursor) k++;
+        if (k < t.ts.length) behind.push({ m, from: t.ts[k] as number, tail: t });
+        continue;
+      }
+      const st = history.stats(m.pointId);
+      if (st.end === undefined || st.start === undefined || st.end <= cursor) {
+        // Nothing after the cursor: from now on the store's writes say what comes.
+        this.tails.set(m.pointId, { known: true, ts: [], val: [] });
+        continue;
+      }
+      behind.push({ m, from: Math.max(cursor + 1, st.start), tail: undefined });
     }
     behind.sort((a, b) => a.from - b.from);
-    for (const { m } of behind) {
+    for (const { m, tail } of behind) {
       if (budget <= 0) {
         more = true;
         break;
       }
-      const run = await readAfter(history, m.pointId, this.state.cursor(m.pointId), Math.min(READ_MAX, budget));
+      const cursor = this.state.cursor(m.pointId);
+      const max = Math.min(READ_MAX, budget);
+      let run: Run | null;
+      if (tail !== undefined) {
+        run = this.tailRun(m, tail, cursor, max);
+        if (run !== null && run.ts.length === max && tail.ts.length > max) more = true;
+      } else {
+        // Known from the start of the read: writes committed meanwhile are kept, and those the
+        // read also saw are dropped after it.
+        const t: Tail = { known: true, ts: [], val: [] };
+        this.tails.set(m.pointId, t);
+        run = await readAfter(history, m.pointId, cursor, max);
+        if (run !== null && run.ts.length >= max) {
+          t.known = false;
+          t.ts = [];
+          t.val = [];
+          more = true;
+        } else if (run !== null && run.ts.length > 0) {
+          const last = run.ts[run.ts.length - 1] as number;
+          let k = 0;
+          while (k < t.ts.length && (t.ts[k] as number) <= last) k++;
+          t.ts.splice(0, k);
+          t.val.splice(0, k);
+        }
+      }
       if (run === null || run.ts.length === 0) continue;
       if (run.kind !== (m.type === 'Double' ? 'Number' : m.type === 'Boolean' ? 'Bool' : 'Str')) {
         this.o.log.warn({ connector: c.name, id: m.pointId, kind: run.kind }, 'mqtt: history of another kind than the point; skipped');
         continue;
       }
       budget -= run.ts.length;
-      if (run.ts.length === READ_MAX) more = true;
       const b = this.boundary.get(m.pointId) ?? -Infinity;
       let liveFrom = 0;
       while (liveFrom < run.ts.length && (run.ts[liveFrom] as number) <= b) liveFrom++;
@@ -596,7 +705,14 @@ export class EdgeNode {
     }
     // Every message of the pass acknowledged (or the session is gone and nothing moves).
     await Promise.all(acks);
-    if (cursors.length > 0) await this.state.ack(cursors, this.o.clock.now());
+    if (cursors.length > 0) {
+      this.state.advance(cursors);
+      const at = this.o.clock.now();
+      if (at - this.flushedAt >= CURSOR_FLUSH_MS) {
+        this.flushedAt = at;
+        await this.state.flush(at);
+      }
+    }
     return more;
   }
 
