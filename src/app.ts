@@ -21,7 +21,8 @@ import type { HealthReport } from './api/server.js';
 import { Metrics } from './lib/metrics.js';
 import { backupStream, storeSizeBytes } from './store/backup.js';
 import type { HRef } from './haystack/values.js';
-import { EdgeNode, type EdgeNodeStats, Uplink } from './sync/index.js';
+import { Uplink } from './sync/index.js';
+import type { EdgeNode, EdgeNodeStats } from './sync/mqtt/index.js';
 import { BacnetDriver, DriverRegistry, ModbusDriver } from './drivers/index.js';
 import { type ConnectorStats, Poller } from './poller/index.js';
 
@@ -216,6 +217,8 @@ export class App {
       const mq = opts.config.mqtt;
       if (mq !== null && mq.enabled) {
         // DCMD writes wait for pointWrite (issue 13): until then every DCMD is refused and logged.
+        // Loaded only when configured: MQTT.js and protobufjs cost every CLI command their load time.
+        const { EdgeNode } = await import('./sync/mqtt/index.js');
         app.edgeNode = new EdgeNode({ config: mq, model: app.model, history: app.history, store: app.store, clock: opts.clock ?? systemClock, log: app.log, commands: null });
         await app.edgeNode.start();
         if (app.metrics !== null) edgeNodeMetrics(app.metrics, app.edgeNode);
