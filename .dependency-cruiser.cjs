@@ -24,9 +24,17 @@ module.exports = {
       from: { path: `^src/${layer}/` },
       to: {
         path: '^src/',
-        pathNot: [`^src/${layer}/`, ...allowed[layer].map((l) => `^src/${l}/`)],
+        // Types of config are allowed to every layer (next rule): they vanish at build.
+        pathNot: [`^src/${layer}/`, '^src/config/', ...allowed[layer].map((l) => `^src/${l}/`)],
       },
     })),
+    {
+      name: 'config-types-only',
+      comment: 'a layer that may not import config may import its types (a section\'s settings interface), which vanish at build: no setting is written twice',
+      severity: 'error',
+      from: { path: `^src/(${layers.filter((l) => !allowed[l].includes('config') && l !== 'config').join('|')})/` },
+      to: { path: '^src/config/', dependencyTypesNot: ['type-only'] },
+    },
     {
       name: 'no-circular',
       severity: 'error',

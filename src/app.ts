@@ -31,6 +31,7 @@ import type { HRef } from './haystack/values.js';
 import { Uplink } from './sync/index.js';
 import { DriverRegistry } from './drivers/registry.js';
 import { builtinDriverKinds } from './drivers/kinds.js';
+import type { EdgeNode, EdgeNodeStats } from './sync/mqtt/index.js';
 import { type ConnectorStats, Poller } from './poller/index.js';
 import type { Commissioning } from './poller/commission.js';
 
@@ -123,6 +124,8 @@ export class App {
   metrics: Metrics | null = null;
   /** The uplink to the upstream service while serving, when one is configured and enabled. */
   uplink: Uplink | null = null;
+  /** The Sparkplug B edge node while serving, when an mqtt section is configured and enabled. */
+  edgeNode: EdgeNode | null = null;
   /** The poller while serving: reads devices into curVal/curStatus/curErr and collects history. */
   poller: Poller | null = null;
   private commissioning: Commissioning | undefined;
@@ -247,6 +250,15 @@ export class App {
         await app.uplink.start();
         if (app.metrics !== null) uplinkMetrics(app.metrics, app.uplink);
       }
+      const mq = opts.config.mqtt;
+      if (mq !== null && mq.enabled) {
+        // DCMD writes wait for pointWrite (issue 13): until then every DCMD is refused and logged.
+        // Loaded only when configured: MQTT.js and protobufjs cost every CLI command their load time.
+        const { EdgeNode } = await import('./sync/mqtt/index.js');
+        app.edgeNode = new EdgeNode({ config: mq, model: app.model, history: app.history, store: app.store, clock: opts.clock ?? systemClock, log: app.log, commands: null });
+        await app.edgeNode.start();
+        if (app.metrics !== null) edgeNodeMetrics(app.metrics, app.edgeNode);
+      }
     } catch (e) {
       await app.close();
       throw e;
@@ -306,8 +318,9 @@ export class App {
   }
 
   private async close(): Promise<void> {
-    // First: it reads history and writes its cursors until it stops.
+    // First: they read history and write their cursors until they stop.
     await this.uplink?.stop();
+    await this.edgeNode?.stop();
     // Before history: it writes what it collected until it stops.
     this.unlistenDrivers?.();
     await this.poller?.stop();
@@ -387,6 +400,21 @@ function uplinkMetrics(metrics: Metrics, uplink: Uplink): void {
   metrics.gauge('hayloft_uplink_last_ack_timestamp_seconds', 'When the upstream last acknowledged a batch (0: never)', ['connector'], () => [
     { labels: { connector }, value: (uplink.stats().lastAck ?? 0) / 1000 },
   ]);
+}
+
+/** The edge node's figures (EdgeNode.stats), read at scrape time. */
+function edgeNodeMetrics(metrics: Metrics, node: EdgeNode): void {
+  const connector = node.state.name;
+  const one = (pick: (s: EdgeNodeStats) => number) => () => [{ labels: { connector }, value: pick(node.stats()) }];
+  metrics.gauge('hayloft_mqtt_connected', 'The edge node has a broker session and has published its births (1) or not (0)', ['connector'], one((s) => (s.state === 'online' ? 1 : 0)));
+  metrics.gauge('hayloft_mqtt_backlog_points', 'Points with history samples the broker has not acknowledged', ['connector'], one((s) => s.backlogPoints));
+  metrics.gauge('hayloft_mqtt_backlog_samples', "Samples the broker has not acknowledged (estimated from each point's density)", ['connector'], one((s) => s.backlogSamples));
+  metrics.gauge('hayloft_mqtt_devices_alive', 'Sparkplug devices born in the current session', ['connector'], one((s) => s.devicesAlive));
+  metrics.counter('hayloft_mqtt_samples_live_total', 'Samples published as live DDATA since start', () => node.stats().liveSamples);
+  metrics.counter('hayloft_mqtt_samples_historical_total', 'Samples published as historical DDATA (store and forward) since start', () => node.stats().historicalSamples);
+  metrics.counter('hayloft_mqtt_messages_total', 'Sparkplug messages published since start', () => node.stats().messages);
+  metrics.counter('hayloft_mqtt_connection_failures_total', 'Broker sessions that failed or ended since start', () => node.stats().failures);
+  metrics.counter('hayloft_mqtt_commands_refused_total', 'DCMD and NCMD metrics refused since start', () => node.stats().commandsRefused);
 }
 
 /** The poller's running totals and the connectors' states, read at scrape time. */

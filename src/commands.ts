@@ -9,7 +9,7 @@ import { systemClock } from './lib/clock.js';
 import { App, type AppOptions, firstRunFromEnv, productVersion } from './app.js';
 import type { Bootstrap } from './auth/auth.js';
 import { randomSecret } from './auth/passwords.js';
-import { type Config, loadConfig, redactUplink } from './config/index.js';
+import { type Config, loadConfig, redactMqtt, redactUplink } from './config/index.js';
 import { parseFilter } from './haystack/filter.js';
 import { findTimeZone, hostTimeZone } from './haystack/tz.js';
 import { ErrorCodes, HayloftError, isHayloftError } from './lib/errors.js';
@@ -221,7 +221,7 @@ async function sync(args: string[], argv: readonly string[]): Promise<void> {
   const log = createLogger({ level: 'warn' });
   try {
     await withApp(argv, log, async (app) => {
-      const report = await backlogReport({ store: app.store, model: app.model, history: app.history, config: app.config.uplink });
+      const report = await backlogReport({ store: app.store, model: app.model, history: app.history, config: app.config.uplink, mqtt: app.config.mqtt });
       process.stdout.write(values.json === true ? JSON.stringify(report, null, 2) + '\n' : formatBacklog(report, values.points === true));
     });
   } catch (e) {
@@ -370,8 +370,8 @@ async function main(argv: string[]): Promise<void> {
       return serve(argv.slice(1));
     case 'check-config': {
       const cfg = config(rest);
-      // Secrets of the uplink are masked: this output ends up in terminals and tickets.
-      const shown = cfg.uplink === null ? cfg : { ...cfg, uplink: redactUplink(cfg.uplink) };
+      // Secrets of the uplink and the broker are masked: this output ends up in terminals and tickets.
+      const shown = { ...cfg, uplink: cfg.uplink === null ? null : redactUplink(cfg.uplink), mqtt: cfg.mqtt === null ? null : redactMqtt(cfg.mqtt) };
       process.stdout.write(JSON.stringify(shown, null, 2) + '\nconfiguration is valid\n');
       return;
     }

@@ -5,3 +5,4 @@
 export { CONFIG_KEYS, type Config, type ConfigKey, LOG_LEVELS, type LogLevel, SCHEMA, type ZoneLookup } from './schema.js';
 export { CONFIG_ENV, type ConfigProblem, type LoadConfigOptions, formatProblems, loadConfig } from './load.js';
 export { type UplinkConfig, UPLINK_ENV, UPLINK_KEYS, redactUplink } from './uplink.js';
+export { type DeviceBy, type MqttConfig, MQTT_ENV, MQTT_KEYS, redactMqtt } from './mqtt.js';

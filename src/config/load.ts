@@ -16,6 +16,7 @@ import { createRequire } from 'node:module';
 import type * as Yaml from 'yaml';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { CONFIG_KEYS, CONFIG_SECTIONS, type Config, SCHEMA, type SchemaContext, type ZoneLookup } from './schema.js';
+import { loadMqtt } from './mqtt.js';
 import { loadUplink } from './uplink.js';
 
 export const CONFIG_ENV = 'HAYLOFT_CONFIG';
@@ -42,7 +43,7 @@ export interface LoadConfigOptions {
   /** Relative paths (the file, dataDir) resolve against this; default process.cwd(). */
   cwd?: string;
   hostname?: () => string;
-  /** Says what is wrong with a Haystack filter (uplink.filter), or null; unchecked when absent. */
+  /** Says what is wrong with a Haystack filter (uplink.filter, mqtt.filter), or null; unchecked when absent. */
   checkFilter?: (text: string) => string | null;
 }
 
@@ -169,6 +170,13 @@ export function loadConfig(opts: LoadConfigOptions): Config {
   const uplink = loadUplink(fromFile.uplink, configFile, env, opts.checkFilter ? { checkFilter: opts.checkFilter } : {});
   problems.push(...uplink.problems);
   out.uplink = uplink.value;
+  const mqtt = loadMqtt(fromFile.mqtt, configFile, env, opts.checkFilter ? { checkFilter: opts.checkFilter } : {});
+  problems.push(...mqtt.problems);
+  out.mqtt = mqtt.value;
+  // Both keep cursors in the data folder under their name: one name would mix their backlogs.
+  if (uplink.value !== null && mqtt.value !== null && uplink.value.name === mqtt.value.name) {
+    problems.push({ key: 'mqtt.name', source: configFile ?? 'config', expected: `a name other than the uplink's ("${uplink.value.name}")` });
+  }
 
   if (problems.length > 0) {
     throw new HayloftError(ErrorCodes.BAD_CONFIG, formatProblems(problems), { cause: problems });

@@ -6,6 +6,7 @@
  */
 import { isIPv4 } from 'node:net';
 import os from 'node:os';
+import type { MqttConfig } from './mqtt.js';
 import type { UplinkConfig } from './uplink.js';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -69,15 +70,17 @@ export interface Config {
   readonly bacnetBroadcast: string;
   /** The uplink to an upstream service (src/config/uplink.ts), or null when none is configured. */
   readonly uplink: UplinkConfig | null;
+  /** The Sparkplug B edge node (src/config/mqtt.ts), or null when none is configured. */
+  readonly mqtt: MqttConfig | null;
   /** The config file read, or null when none was. */
   readonly configFile: string | null;
 }
 
 /** The top-level scalar keys a config file or the environment may set (sections have their own tables). */
-export type ConfigKey = Exclude<keyof Config, 'configFile' | 'uplink'>;
+export type ConfigKey = Exclude<keyof Config, 'configFile' | 'uplink' | 'mqtt'>;
 
 /** Nested sections of the config file, each an object with its own keys. */
-export const CONFIG_SECTIONS = ['uplink'] as const;
+export const CONFIG_SECTIONS = ['uplink', 'mqtt'] as const;
 
 /**
  * Time zones live in src/haystack, which config may not import (ARCHITECTURE.md dependency

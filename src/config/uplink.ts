@@ -9,6 +9,10 @@
  * EnvironmentFile or credential). Tuning keys are file-only.
  */
 
+import { type Parsed, type SectionContext, type SectionKeys, type SectionProblem, bool, filter, integer, loadSection, redactSection, text } from './section.js';
+
+export type { SectionProblem } from './section.js';
+
 /** The uplink settings; null in Config when the file has no `uplink` section. */
 export interface UplinkConfig {
   /** Name of this connector: the key of its cursors in the data folder and the label of its status. */
@@ -43,46 +47,7 @@ export interface UplinkConfig {
   readonly timeoutMs: number;
 }
 
-/** A parser returns the typed value, or a string saying what was expected. */
-type Parsed<T> = { ok: T } | { expected: string };
-
-export interface UplinkContext {
-  /** Says what is wrong with a filter, or null when it parses (config may not import haystack). */
-  checkFilter?: (text: string) => string | null;
-}
-
-interface SubKey<T> {
-  /** Environment variable overriding the file, if any. */
-  env?: string;
-  /** undefined: the key is required (or checked together with others, see crossCheck). */
-  default: T | undefined;
-  /** Secrets are never shown back in problem reports. */
-  secret?: boolean;
-  parse: (raw: unknown, ctx: UplinkContext) => Parsed<T>;
-}
-
-function text(raw: unknown, what: string): Parsed<string> {
-  if (typeof raw !== 'string' || raw.trim() === '') return { expected: what };
-  return { ok: raw.trim() };
-}
-
-function integer(raw: unknown, min: number, max: number): Parsed<number> {
-  const expected = `an integer from ${min} to ${max}`;
-  let n: number;
-  if (typeof raw === 'number') n = raw;
-  else if (typeof raw === 'string' && /^\s*\d+\s*$/.test(raw)) n = Number(raw);
-  else return { expected };
-  if (!Number.isInteger(n) || n < min || n > max) return { expected };
-  return { ok: n };
-}
-
-function bool(raw: unknown): Parsed<boolean> {
-  if (typeof raw === 'boolean') return { ok: raw };
-  const v = typeof raw === 'string' ? raw.trim().toLowerCase() : '';
-  if (['true', '1', 'yes', 'on'].includes(v)) return { ok: true };
-  if (['false', '0', 'no', 'off'].includes(v)) return { ok: false };
-  return { expected: 'true or false' };
-}
+export type UplinkContext = SectionContext;
 
 function url(raw: unknown): Parsed<string> {
   const expected = 'an http:// or https:// address of the upstream service, such as https://cloud.example.com';
@@ -102,7 +67,7 @@ function url(raw: unknown): Parsed<string> {
 const MINUTE = 60_000;
 const DAY = 24 * 60 * MINUTE;
 
-const KEYS: { readonly [K in keyof UplinkConfig]: SubKey<UplinkConfig[K]> } = {
+const KEYS: SectionKeys<UplinkConfig> = {
   name: {
     default: 'upstream',
     parse: (raw) => (typeof raw === 'string' && /^[A-Za-z0-9_-]{1,40}$/.test(raw) ? { ok: raw } : { expected: 'a short name of letters, digits, _ or - (at most 40)' }),
@@ -114,15 +79,7 @@ const KEYS: { readonly [K in keyof UplinkConfig]: SubKey<UplinkConfig[K]> } = {
   username: { env: 'HAYLOFT_UPLINK_USERNAME', default: null, parse: (raw) => text(raw, 'the upstream user name (an e-mail address)') },
   password: { env: 'HAYLOFT_UPLINK_PASSWORD', default: null, secret: true, parse: (raw) => (typeof raw === 'string' && raw !== '' ? { ok: raw } : { expected: 'the upstream password' }) },
   refreshToken: { env: 'HAYLOFT_UPLINK_REFRESH_TOKEN', default: null, secret: true, parse: (raw) => text(raw, 'a refresh token issued by the upstream service') },
-  filter: {
-    default: 'his',
-    parse: (raw, ctx) => {
-      const r = text(raw, 'a Haystack filter such as his or his and siteRef->dis=="HQ"');
-      if (!('ok' in r) || ctx.checkFilter === undefined) return r;
-      const why = ctx.checkFilter(r.ok);
-      return why === null ? r : { expected: `a Haystack filter that parses (${why})` };
-    },
-  },
+  filter: { default: 'his', parse: (raw, ctx) => filter(raw, ctx, 'his or his and siteRef->dis=="HQ"') },
   createMissing: { default: true, parse: bool },
   updateTags: { default: true, parse: bool },
   // 50,000 samples is about 2 MB of JSON: well under the upstream's body limit (64 MiB for
@@ -140,19 +97,6 @@ export const UPLINK_KEYS = Object.keys(KEYS) as (keyof UplinkConfig)[];
 /** The environment variables of the section (for documentation and tests). */
 export const UPLINK_ENV: readonly string[] = UPLINK_KEYS.map((k) => KEYS[k].env).filter((e): e is string => e !== undefined);
 
-export interface SectionProblem {
-  key: string;
-  source: string;
-  expected: string;
-  got?: string;
-}
-
-function show(raw: unknown, secret: boolean): string {
-  if (secret) return '(hidden)';
-  const s = JSON.stringify(raw) ?? String(raw);
-  return s.length > 80 ? s.slice(0, 77) + '...' : s;
-}
-
 /**
  * Reads the section from the file's value (`raw`, undefined when the file has none) and the
  * environment. Returns null when neither sets anything; otherwise the section with every key
@@ -164,48 +108,10 @@ export function loadUplink(
   env: Readonly<Record<string, string | undefined>>,
   ctx: UplinkContext = {},
 ): { value: UplinkConfig | null; problems: SectionProblem[] } {
-  const problems: SectionProblem[] = [];
-  const fileSource = file ?? 'config';
-  let fromFile: Record<string, unknown> = {};
-  if (raw !== undefined && raw !== null) {
-    if (typeof raw !== 'object' || Array.isArray(raw)) {
-      return { value: null, problems: [{ key: 'uplink', source: fileSource, expected: 'an object of uplink settings (url, clientId, ...)', got: show(raw, false) }] };
-    }
-    fromFile = raw as Record<string, unknown>;
-    for (const k of Object.keys(fromFile)) {
-      if (!(UPLINK_KEYS as string[]).includes(k)) problems.push({ key: `uplink.${k}`, source: fileSource, expected: `a known uplink key (${UPLINK_KEYS.join(', ')})` });
-    }
-  }
-  const envSet = (name: string | undefined): boolean => name !== undefined && env[name] !== undefined && env[name] !== '';
-  if (raw === undefined || raw === null) {
-    // No section in the file: the uplink is off unless the environment configures one.
-    if (!UPLINK_KEYS.some((k) => envSet(KEYS[k].env))) return { value: null, problems };
-  }
-  const out: Record<string, unknown> = {};
-  const missing: (keyof UplinkConfig)[] = [];
-  for (const key of UPLINK_KEYS) {
-    const spec = KEYS[key] as SubKey<unknown>;
-    let value: unknown;
-    let source: string;
-    if (envSet(spec.env)) {
-      value = env[spec.env as string];
-      source = spec.env as string;
-    } else if (Object.prototype.hasOwnProperty.call(fromFile, key) && fromFile[key] !== null) {
-      value = fromFile[key];
-      source = fileSource;
-    } else {
-      if (spec.default === undefined) missing.push(key);
-      else out[key] = spec.default;
-      continue;
-    }
-    const r = spec.parse(value, ctx);
-    if ('ok' in r) out[key] = r.ok;
-    else problems.push({ key: `uplink.${key}`, source, expected: r.expected, got: show(value, spec.secret === true) });
-  }
-  for (const key of missing) {
-    const env = KEYS[key].env;
-    problems.push({ key: `uplink.${key}`, source: fileSource, expected: `a value (required${env === undefined ? '' : `; or set ${env}`})` });
-  }
+  const section = loadSection('uplink', KEYS, 'url, clientId, ...', raw, file, env, ctx);
+  const { problems, source: fileSource } = section;
+  if (section.value === null) return { value: null, problems };
+  const out = section.value;
   // Credentials: a user with a password, or a refresh token (or both: the password is the way
   // back in when the refresh token is lost or revoked).
   const hasUser = out.username !== undefined && out.username !== null;
@@ -228,7 +134,5 @@ export function loadUplink(
 
 /** The section with its secrets masked, for printing (check-config) and logs. */
 export function redactUplink(u: UplinkConfig): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...u };
-  for (const k of UPLINK_KEYS) if (KEYS[k].secret === true && out[k] !== null) out[k] = '(hidden)';
-  return out;
+  return redactSection(KEYS, u);
 }

@@ -111,6 +111,10 @@ export const ErrorCodes = {
   BAD_REG_MAP: 'HL_BAD_REG_MAP',
   /** discover or learn: the network or device cannot be used for it (no such driver, not a connector of a learnable kind). */
   CANNOT_LEARN: 'HL_CANNOT_LEARN',
+  /** MQTT edge node: the broker cannot be reached, refused the connection or dropped it; retried with backoff, samples kept. */
+  MQTT_UNREACHABLE: 'HL_MQTT_UNREACHABLE',
+  /** MQTT edge node: a DCMD (write from a host application) was refused and logged; nothing was written. */
+  MQTT_COMMAND_REFUSED: 'HL_MQTT_COMMAND_REFUSED',
   /** A backup file that is not one, is damaged or truncated, or is from a newer Hayloft. */
   BAD_BACKUP: 'HL_BAD_BACKUP',
   /** `hayloft restore` into a data folder that is not empty. */

@@ -81,6 +81,13 @@ export interface HistoryOptions {
 
 export const DEFAULT_CHUNK_SIZE = 1024;
 
+/**
+ * Told after each commit: the samples a write committed (time order, one per timestamp), or null
+ * when samples of the point were deleted. Called synchronously; must be cheap (the MQTT edge node
+ * keeps recent samples in memory with it instead of reading each one back).
+ */
+export type HisListener = (pointId: string, kind: HisKind, written: { readonly ts: readonly number[]; readonly val: readonly HisValue[] } | null) => void;
+
 /** The columns as one object per sample (convenience for callers and tests; slower). */
 export function toSamples(cols: HisColumns): HisSample[] {
   const out = new Array<HisSample>(cols.ts.length);
@@ -362,6 +369,7 @@ export class HistoryStore {
   private state: 'new' | 'started' | 'stopped' = 'new';
   /** Samples committed since start, for metrics (a sample rewritten counts again). */
   samplesWritten = 0;
+  private readonly listeners: HisListener[] = [];
 
   constructor(store: Store, options: HistoryOptions = {}) {
     this.store = store;
@@ -369,6 +377,15 @@ export class HistoryStore {
     const cs = options.chunkSize ?? DEFAULT_CHUNK_SIZE;
     if (!Number.isInteger(cs) || cs < 2 || cs > 1 << 20) throw new RangeError(`chunkSize must be an integer in 2..${1 << 20}`);
     this.chunkSize = cs;
+  }
+
+  /** Calls `listener` after every committed write and delete (see HisListener); returns the unsubscribe function. */
+  onWritten(listener: HisListener): () => void {
+    this.listeners.push(listener);
+    return () => {
+      const i = this.listeners.indexOf(listener);
+      if (i >= 0) this.listeners.splice(i, 1);
+    };
   }
 
   /** Loads every point's metadata (one short scan of the 'M' keys). */
@@ -457,6 +474,7 @@ export class HistoryStore {
         await this.commit(batch, 'cannot write history');
         for (const [id, m] of next) this.metas.set(id, m);
         for (const p of prepared) this.samplesWritten += p.cols.ts.length;
+        for (const l of this.listeners) for (const p of prepared) l(p.id, p.kind, p.cols);
       },
     );
   }
@@ -655,8 +673,10 @@ export class HistoryStore {
         throw wrapStoreError(e, 'cannot read history to delete from');
       }
       await this.commit(batch, 'cannot delete history');
+      const kind = (next ?? this.metas.get(pointId))?.kind;
       if (next === undefined) this.metas.delete(pointId);
       else this.metas.set(pointId, next);
+      if (removed > 0 && kind !== undefined) for (const l of this.listeners) l(pointId, kind, null);
       return removed;
     });
   }
@@ -704,6 +724,7 @@ export class HistoryStore {
       }
       await this.commit(batch, 'cannot delete history');
       this.metas.delete(pointId);
+      for (const l of this.listeners) l(pointId, m.kind, null);
       return m.size;
     });
     const gate = done.then(

@@ -1,5 +1,5 @@
 /**
- * The backlog of each connector, counted exactly from the store (for `hayloft sync status`, run
+ * The backlog of each connector (the REST uplink, the MQTT edge node), counted exactly from the store (for `hayloft sync status`, run
  * on the data folder while the server is stopped): per point, the samples newer than its cursor,
  * read in bounded runs so a large backlog does not have to fit in memory.
  */
@@ -10,6 +10,15 @@ import type { Store } from '../store/db.js';
 import type { HistoryStore } from '../store/history.js';
 import { readAfter } from './his-batch.js';
 import { SyncState } from './state.js';
+
+/** A connector of the configuration: the REST uplink or the MQTT edge node. */
+export interface ConfiguredConnector {
+  name: string;
+  url: string;
+  filter: string;
+  /** mqtt: a point without a cursor starts at its newest sample (nothing behind); rest: at its first. */
+  kind: 'rest' | 'mqtt';
+}
 
 export interface PointBacklog {
   id: string;
@@ -26,11 +35,12 @@ export interface ConnectorBacklog {
   name: string;
   /** The connector of the config file (false: only its cursors are left in the data folder). */
   configured: boolean;
+  kind: 'rest' | 'mqtt' | null;
   url: string | null;
   /** Points considered: selected by the filter (configured), or having a cursor. */
   points: number;
-  /** Points found or created upstream. */
-  mapped: number;
+  /** Points found or created upstream (null for MQTT, which maps nothing). */
+  mapped: number | null;
   /** Points with samples not yet acknowledged. */
   behind: number;
   samples: number;
@@ -42,8 +52,9 @@ export interface ConnectorBacklog {
 
 const RUN = 100_000;
 
-async function pointBacklog(history: HistoryStore, model: Model, state: SyncState, id: string): Promise<PointBacklog> {
+async function pointBacklog(history: HistoryStore, model: Model, state: SyncState, id: string, kind: 'rest' | 'mqtt' | null): Promise<PointBacklog> {
   const cursor = state.cursor(id);
+  if (kind === 'mqtt' && cursor === -Infinity) return { id, fqname: model.fqname(id), samples: 0, oldest: null, cursor: null };
   let after = cursor;
   let samples = 0;
   let oldest: number | null = null;
@@ -57,17 +68,21 @@ async function pointBacklog(history: HistoryStore, model: Model, state: SyncStat
   return { id, fqname: model.fqname(id), samples, oldest, cursor: cursor === -Infinity ? null : cursor };
 }
 
-export async function backlogReport(opts: { store: Store; model: Model; history: HistoryStore; config: UplinkSettings | null }): Promise<ConnectorBacklog[]> {
-  const { store, model, history, config } = opts;
+export async function backlogReport(opts: { store: Store; model: Model; history: HistoryStore; config: UplinkSettings | null; mqtt?: Omit<ConfiguredConnector, 'kind'> | null }): Promise<ConnectorBacklog[]> {
+  const { store, model, history } = opts;
+  const configs = new Map<string, ConfiguredConnector>();
+  if (opts.config !== null) configs.set(opts.config.name, { name: opts.config.name, url: opts.config.url, filter: opts.config.filter, kind: 'rest' });
+  if (opts.mqtt !== undefined && opts.mqtt !== null) configs.set(opts.mqtt.name, { ...opts.mqtt, kind: 'mqtt' });
   const names = new Set(await SyncState.connectors(store));
-  if (config !== null) names.add(config.name);
+  for (const n of configs.keys()) names.add(n);
   const out: ConnectorBacklog[] = [];
   for (const name of [...names].sort()) {
     const state = new SyncState(store, name);
     await state.load();
-    const configured = config !== null && config.name === name;
+    const config = configs.get(name);
+    const configured = config !== undefined;
     let ids: string[];
-    if (configured) {
+    if (config !== undefined) {
       let matched: ReturnType<Model['query']> = [];
       try {
         matched = model.query(config.filter);
@@ -79,7 +94,7 @@ export async function backlogReport(opts: { store: Store; model: Model; history:
       ids = state.cursorIds().filter((id) => model.stored(id) !== undefined);
     }
     const perPoint: PointBacklog[] = [];
-    for (const id of ids) perPoint.push(await pointBacklog(history, model, state, id));
+    for (const id of ids) perPoint.push(await pointBacklog(history, model, state, id, config?.kind ?? null));
     let samples = 0;
     let behind = 0;
     let oldest: number | null = null;
@@ -91,9 +106,10 @@ export async function backlogReport(opts: { store: Store; model: Model; history:
     out.push({
       name,
       configured,
-      url: configured ? config.url : null,
+      kind: config?.kind ?? null,
+      url: config?.url ?? null,
       points: ids.length,
-      mapped: ids.filter((id) => state.mapping(id) !== undefined).length,
+      mapped: config?.kind === 'mqtt' ? null : ids.filter((id) => state.mapping(id) !== undefined).length,
       behind,
       samples,
       oldest,
@@ -111,14 +127,15 @@ function when(ms: number | null): string {
 
 /** The report as text for an operator: one block per connector, optionally a line per point behind. */
 export function formatBacklog(report: readonly ConnectorBacklog[], perPoint = false): string {
-  if (report.length === 0) return 'no uplink is configured (see the uplink section of the configuration) and none has left anything in the data folder\n';
+  if (report.length === 0) return 'no uplink is configured (see the uplink and mqtt sections of the configuration) and none has left anything in the data folder\n';
   const n = (x: number): string => x.toLocaleString('en-US');
   const lines: string[] = [];
   for (const c of report) {
     lines.push(c.configured ? `connector ${c.name} -> ${c.url ?? ''}` : `connector ${c.name} (not in the configuration: only its cursors are left in the data folder)`);
-    lines.push(`  points:   ${n(c.points)} ${c.configured ? 'selected' : 'with a cursor'}, ${n(c.mapped)} found upstream, ${n(c.behind)} behind`);
+    const mapped = c.mapped === null ? '' : `, ${n(c.mapped)} found upstream`;
+    lines.push(`  points:   ${n(c.points)} ${c.configured ? (c.kind === 'mqtt' ? 'selected with history' : 'selected') : 'with a cursor'}${mapped}, ${n(c.behind)} behind`);
     lines.push(`  backlog:  ${n(c.samples)} samples${c.oldest === null ? '' : `; oldest not yet acknowledged ${when(c.oldest)}`}`);
-    lines.push(`  last acknowledged batch: ${when(c.lastAck)}`);
+    lines.push(`  last acknowledged ${c.kind === 'mqtt' ? 'by the broker' : 'batch'}: ${when(c.lastAck)}`);
     if (c.lastError !== null) lines.push(`  last error: ${c.lastError}`);
     if (perPoint) {
       for (const p of c.perPoint) {

@@ -64,6 +64,7 @@ t.test('defaults', async (t) => {
     ...GUARD_DEFAULTS,
     bacnetBroadcast: '',
     uplink: null,
+    mqtt: null,
     configFile: null,
   });
   t.ok(Object.isFrozen(c), 'frozen');
@@ -99,6 +100,7 @@ t.test('file, then environment over it, then --config choosing the file', async 
     ...GUARD_DEFAULTS,
     bacnetBroadcast: '',
     uplink: null,
+    mqtt: null,
     configFile: f,
   });
   const env = { HAYLOFT_CONFIG: f, HAYLOFT_DATA_DIR: 'd2', HAYLOFT_HOST: '::1', HAYLOFT_PORT: '0', HAYLOFT_DEBUG: 'no', HAYLOFT_LOG_LEVEL: 'WARN' };
