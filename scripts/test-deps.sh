@@ -1,15 +1,16 @@
 #!/bin/sh
 # Installs the system packages the driver tests talk to, when they are missing: Debian's
 # python3-pymodbus (a real Modbus TCP and RTU slave; python3-serial-asyncio, which pymodbus'
-# server imports even for TCP), socat (virtual serial cables for RTU) and, optionally, tshark (an
-# independent BACnet decoder). Run by `npm test` before tap.
+# server imports even for TCP), socat (virtual serial cables for RTU), chromium (the browser the
+# console's tests drive through playwright-core, which cannot download its own here) and,
+# optionally, tshark (an independent BACnet decoder). Run by `npm test` before tap.
 #
 # Idempotent and quick when everything is there (one dpkg-query). When installing is impossible
 # (not root and no sudo, no apt, no network) it says so and exits 0: the tests that need a missing
 # peer then skip with a message naming it, and the rest of the suite still runs.
 set -u
 
-REQUIRED="python3-pymodbus python3-serial-asyncio socat"
+REQUIRED="python3-pymodbus python3-serial-asyncio socat chromium"
 OPTIONAL="tshark"
 
 missing() {
