@@ -51,6 +51,13 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
     'createRec',
     grid([{ point: 'm:', cur: 'm:', name: 'flowTemp', dis: 'Boiler flow temperature', kind: 's:Number', unit: 's:°C', siteRef: site?.id, equipRef: boiler?.id, modbusConnRef: dead?.id, modbusCur: 's:input:0:int16' }]),
   );
+  // Two thousand more points on another site, for the list that renders only what is in view.
+  const [wh] = (await api('createRec', grid([{ site: 'm:', name: 'warehouse', dis: 'Warehouse', tz: 's:UTC' }]))).rows;
+  const [bulk] = (await api('createRec', grid([{ equip: 'm:', name: 'bulk', dis: 'Bulk sensors', siteRef: wh?.id }]))).rows;
+  await api(
+    'createRec',
+    grid(Array.from({ length: 2000 }, (_, i) => ({ point: 'm:', cur: 'm:', name: `p${String(i).padStart(4, '0')}`, dis: `Sensor ${String(i).padStart(4, '0')}`, kind: 's:Number', siteRef: wh?.id, equipRef: bulk?.id }))),
+  );
   // Three hours of one-minute history for the trend (today, in the server's zone: UTC).
   const now = Date.now();
   const start = Math.max(now - 3 * 3_600_000, new Date(new Date(now).toISOString().slice(0, 10)).getTime());
@@ -127,6 +134,17 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   t.pass('the point of the dead device shows down');
   t.match(await flow.getAttribute('title'), /./, 'with its curErr on hover');
   await shot(page, 'laptop-points');
+  await page.locator('.count', { hasText: '2007 points' }).waitFor();
+  const rendered = await page.locator('.vrow').count();
+  t.ok(rendered < 100, `of 2,013 rows only those in view are in the page (${rendered})`);
+  await page.locator('.vlist').evaluate((el: { scrollTop: number; scrollHeight: number }) => {
+    el.scrollTop = el.scrollHeight;
+  });
+  await page.locator('[data-point="warehouse.bulk.p1999"]').waitFor();
+  t.pass('scrolled to the end, the last point is drawn');
+  await page.locator('.vlist').evaluate((el: { scrollTop: number }) => {
+    el.scrollTop = 0;
+  });
 
   await page.getByLabel('Search').fill('fan');
   t.equal(await page.locator('a.vrow').count(), 3, 'text search keeps the three fan points');
@@ -137,7 +155,7 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   t.pass('a Haystack filter narrows the list on the server');
   await page.getByLabel('Haystack filter').fill('point');
   await page.getByRole('button', { name: 'Apply' }).click();
-  await page.locator('.count', { hasText: '7 points' }).waitFor();
+  await page.locator('.count', { hasText: '2007 points' }).waitFor();
 
   await page.locator('[data-point="demo.ahu1.returnTemp"]').click();
   await page.getByRole('heading', { name: 'Return air temperature' }).waitFor();

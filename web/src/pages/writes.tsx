@@ -1,6 +1,6 @@
 /**
  * A writable point's priority array (pointWrite with only `id`), an override (value, level,
- * duration) and a release (pointWrite without `val`), and the point's write audit (writeAudit).
+ * duration) and a release (pointWrite without `val`), and the point's write audit (pointWriteAudit).
  * On a server without these ops, says so instead of showing anything made up.
  */
 import { useEffect, useState } from 'preact/hooks';
@@ -20,7 +20,7 @@ export function Writes({ session, id, unit }: { session: Session; id: string; un
       .then((g) => setLevels(g.rows))
       .catch((e: unknown) => (e instanceof ApiError && e.notAvailable ? setMissing(true) : setErr(e instanceof Error ? e.message : String(e))));
     void session
-      .op('writeAudit', grid([{ id: `r:${id}` }]))
+      .op('pointWriteAudit', grid([{ id: `r:${id}`, limit: 'n:20' }]))
       .then((g) => setAudit(g.rows))
       .catch(() => setAudit('n/a'));
   }, [session, id, tick]);
@@ -104,13 +104,32 @@ export function Writes({ session, id, unit }: { session: Session; id: string; un
       ) : audit === undefined ? null : audit.length === 0 ? (
         <p class="muted">No writes yet.</p>
       ) : (
-        <table class="grid">
+        <table class="grid audit">
+          <thead>
+            <tr>
+              <th>Time</th>
+              <th>User</th>
+              <th>Level</th>
+              <th>Value</th>
+              <th>For</th>
+              <th>Result</th>
+            </tr>
+          </thead>
           <tbody>
             {audit.map((r) => (
               <tr>
-                {Object.values(r).map((v) => (
-                  <td>{show(v)}</td>
-                ))}
+                <td>{show(r.ts)}</td>
+                <td>
+                  {str(r.user)}
+                  {r.impersonatedBy != null && ` (by ${str(r.impersonatedBy)})`}
+                </td>
+                <td>{show(r.level)}</td>
+                <td>{r.val == null ? 'release' : show(r.val)}</td>
+                <td>{show(r.duration)}</td>
+                <td title={str(r.err) || undefined}>
+                  {str(r.result)}
+                  {r.err != null && `: ${str(r.err)}`}
+                </td>
               </tr>
             ))}
           </tbody>
