@@ -1,8 +1,8 @@
 /**
  * The technician's console (web/, built by `npm run build` into dist/web): its files served at `/`.
  *
- * Every file is read once when the server is built, and compressed then (brotli and gzip), so a
- * request costs a map lookup and one write; the console is small (about 100 KB), so memory is not
+ * Every file is read once when the server is built and compressed (brotli and gzip) the first time
+ * it is asked for, so a start stays quick and a later request costs a map lookup and one write; the console is small (about 100 KB), so memory is not
  * a concern. `index.html` is `no-cache` (a new build must be seen at once); everything under
  * `/assets/` carries a content hash in its name (esbuild's `[name]-[hash]`) and is `immutable` for
  * a year. Every answer carries a strict Content-Security-Policy: scripts, styles, fonts, images
@@ -47,8 +47,10 @@ interface ServedFile {
   type: string;
   cache: string;
   identity: Buffer;
-  br: Buffer | undefined;
-  gzip: Buffer | undefined;
+  /** Worth compressing (text, over 256 bytes); the encodings are made on first use. */
+  squeeze: boolean;
+  br?: Buffer;
+  gzip?: Buffer;
   etag: string;
 }
 
@@ -72,8 +74,7 @@ function load(file: string, cache: string): ServedFile {
     type,
     cache,
     identity,
-    br: squeeze ? brotliCompressSync(identity, { params: { [constants.BROTLI_PARAM_QUALITY]: 11, [constants.BROTLI_PARAM_SIZE_HINT]: identity.length } }) : undefined,
-    gzip: squeeze ? gzipSync(identity, { level: 9 }) : undefined,
+    squeeze,
     etag: `"${identity.length.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`,
   };
 }
@@ -121,10 +122,15 @@ export function consoleFiles(dir: string): ConsoleFiles {
       }
       let body = f.identity;
       let encoding: string | undefined;
-      if (f.br !== undefined || f.gzip !== undefined) {
+      if (f.squeeze) {
         const pick = new Negotiator(req).encoding(['br', 'gzip', 'identity']);
-        if (pick === 'br' && f.br !== undefined) [body, encoding] = [f.br, 'br'];
-        else if (pick === 'gzip' && f.gzip !== undefined) [body, encoding] = [f.gzip, 'gzip'];
+        if (pick === 'br') {
+          f.br ??= brotliCompressSync(f.identity, { params: { [constants.BROTLI_PARAM_QUALITY]: 11, [constants.BROTLI_PARAM_SIZE_HINT]: f.identity.length } });
+          [body, encoding] = [f.br, 'br'];
+        } else if (pick === 'gzip') {
+          f.gzip ??= gzipSync(f.identity, { level: 9 });
+          [body, encoding] = [f.gzip, 'gzip'];
+        }
       }
       const headers: Record<string, string | number> = {
         'Content-Type': f.type,
