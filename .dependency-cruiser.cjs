@@ -36,6 +36,28 @@ module.exports = {
       to: { path: '^src/config/', dependencyTypesNot: ['type-only'] },
     },
     {
+      // The console is a client like any other: it reaches the server over HTTP only.
+      name: 'web-http-only',
+      comment: 'web/ may not import src/ (or Node built-ins): it talks to the server over HTTP',
+      severity: 'error',
+      from: { path: '^web/' },
+      to: { path: '^src/' },
+    },
+    {
+      name: 'web-no-node',
+      comment: 'web/ runs in a browser: no Node built-ins',
+      severity: 'error',
+      from: { path: '^web/' },
+      to: { dependencyTypes: ['core'] },
+    },
+    {
+      name: 'src-not-web',
+      comment: 'the server does not import the console; it serves its built files (dist/web)',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^web/' },
+    },
+    {
       name: 'no-circular',
       severity: 'error',
       from: {},
@@ -53,6 +75,6 @@ module.exports = {
     doNotFollow: { path: 'node_modules' },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },
-    enhancedResolveOptions: { extensions: ['.ts', '.js'] },
+    enhancedResolveOptions: { extensions: ['.ts', '.tsx', '.js'] },
   },
 };

@@ -1,4 +1,5 @@
-// `npm start` helper: builds dist/ when it is missing or older than any file under src/.
+// `npm start` (and the browser tests) helper: builds dist/ when it is missing or older than any
+// file under src/, or the console (dist/web) when it is missing or older than any file under web/.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,8 +13,13 @@ function newest(dir) {
   return t;
 }
 
-const built = existsSync('dist/cli.js') ? statSync('dist/cli.js').mtimeMs : 0;
-if (built === 0 || newest('src') > built) {
+const at = (f) => (existsSync(f) ? statSync(f).mtimeMs : 0);
+const server = at('dist/cli.js');
+const web = at('dist/web/index.html');
+if (server === 0 || newest('src') > server) {
   console.error('hayloft: building (npm run build)...');
   execFileSync('npm', ['run', '--silent', 'build'], { stdio: 'inherit' });
+} else if (web === 0 || newest('web') > web) {
+  console.error('hayloft: building the console (scripts/build-web.mjs)...');
+  execFileSync(process.execPath, ['scripts/build-web.mjs'], { stdio: 'inherit' });
 }

@@ -1,16 +1,18 @@
 #!/bin/sh
 # Installs the system packages the driver tests talk to, when they are missing: Debian's
 # python3-pymodbus (a real Modbus TCP and RTU slave; python3-serial-asyncio, which pymodbus'
-# server imports even for TCP), socat (virtual serial cables for RTU) and, optionally, tshark (an
-# independent BACnet decoder), mosquitto (the MQTT broker of the Sparkplug tests; openssl makes
-# their certificates). Run by `npm test` before tap.
+# server imports even for TCP), socat (virtual serial cables for RTU), chromium (the browser the
+# console's tests drive through playwright-core, which cannot download its own here),
+# mosquitto (the MQTT broker of the Sparkplug tests; openssl makes their certificates) and,
+# optionally, tshark (an independent BACnet decoder) and qemu-user-static with arm64 C libraries
+# (the arm64 smoke check). Run by `npm test` before tap.
 #
 # Idempotent and quick when everything is there (one dpkg-query). When installing is impossible
 # (not root and no sudo, no apt, no network) it says so and exits 0: the tests that need a missing
 # peer then skip with a message naming it, and the rest of the suite still runs.
 set -u
 
-REQUIRED="python3-pymodbus python3-serial-asyncio socat mosquitto openssl"
+REQUIRED="python3-pymodbus python3-serial-asyncio socat mosquitto openssl chromium"
 # qemu-user-static and the arm64 C libraries run the arm64 smoke check (test/scripts/arm64.test.ts).
 OPTIONAL="tshark qemu-user-static libc6-arm64-cross libstdc++6-arm64-cross libgcc-s1-arm64-cross"
 

@@ -3,6 +3,7 @@
  * auth, history, watches, poller, HTTP) and stops them in reverse. Nothing else constructs long-lived parts.
  */
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { AuthService, type Bootstrap } from './auth/auth.js';
 import { type ApiServer, createApiServer } from './api/server.js';
 import { type TlsFiles, tlsFiles, watchTls } from './api/tls.js';
@@ -11,6 +12,7 @@ import { allOps } from './api/ops/index.js';
 import { graphqlGroup } from './api/graphql/index.js';
 import { pushGroup } from './api/push.js';
 import { adminRoutes } from './api/routes/admin.js';
+import { consoleFiles, consoleRoutes } from './api/routes/console.js';
 import type { Config } from './config/index.js';
 import { MAX_DEPTH } from './haystack/limits.js';
 import { timeZone } from './haystack/tz.js';
@@ -35,20 +37,29 @@ import type { EdgeNode, EdgeNodeStats } from './sync/mqtt/index.js';
 import { type ConnectorStats, Poller } from './poller/index.js';
 import type { Commissioning } from './poller/commission.js';
 
-let version: string | undefined;
+let pkgDir: { dir: URL; version: string } | undefined;
 
-/** The package version, from the nearest package.json above this file (src/, dist/ or a bench build). */
-export function productVersion(): string {
-  if (version !== undefined) return version;
+/** The folder of Hayloft's package.json, the nearest above this file (src/, dist/ or a bench build), and its version. */
+function packageDir(): { dir: URL; version: string } {
+  if (pkgDir !== undefined) return pkgDir;
   for (let dir = new URL('.', import.meta.url); ; dir = new URL('..', dir)) {
     try {
       const pkg = JSON.parse(readFileSync(new URL('package.json', dir), 'utf8')) as { name?: string; version?: string };
-      if (pkg.name === 'hayloft') return (version = pkg.version ?? '0.0.0');
+      if (pkg.name === 'hayloft') return (pkgDir = { dir, version: pkg.version ?? '0.0.0' });
     } catch {
       // not here: look one folder up
     }
-    if (dir.pathname === '/') return (version = '0.0.0');
+    if (dir.pathname === '/') return (pkgDir = { dir: new URL('.', import.meta.url), version: '0.0.0' });
   }
+}
+
+export function productVersion(): string {
+  return packageDir().version;
+}
+
+/** Where `npm run build` puts the console (web/ built into dist/web), whether the server runs from src/ or dist/. */
+export function consoleDir(): string {
+  return fileURLToPath(new URL('dist/web/', packageDir().dir));
 }
 
 /** First-run credentials from the environment (HAYLOFT_ADMIN_USER, ...); ignored on later starts. */
@@ -213,8 +224,8 @@ export class App {
         metricsOpen: config.metricsOpen,
         health: () => healthOf(store, (clock.now() - bootTime) / 1000),
         backup: () => backupStream(store, { productVersion: productVersion(), now: clock.now() }),
-        // WideSky's calls beyond the ops: push of watch changes, GraphQL, admin calls.
-        groups: [pushGroup({ auth, watches, log }), graphqlGroup({ model, history, clock }), adminRoutes(auth)],
+        // WideSky's calls beyond the ops (push of watch changes, GraphQL, admin calls), and the console.
+        groups: [pushGroup({ auth, watches, log }), graphqlGroup({ model, history, clock }), adminRoutes(auth), consoleRoutes(consoleFiles(consoleDir()))],
       });
       const app = new App(config, log, { store, model, auth, history, points, writer, drivers, watches, server });
       app.metrics = metrics;

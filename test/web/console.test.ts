@@ -1,0 +1,228 @@
+/**
+ * The console end to end in a real browser: Debian's chromium driven by playwright-core, against
+ * `hayloft serve --demo` as its own process. Logs in, sees the demo's live values change, opens a
+ * trend, sees a dead device shown as down, and does the same at phone width. Any browser console
+ * error, page error, failed request or unexpected 4xx/5xx answer fails the test. Screenshots of
+ * every page at laptop and phone widths go to screenshots/ (docs/console.md keeps the best).
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import net from 'node:net';
+import { join } from 'node:path';
+import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
+import t from 'tap';
+import { ADMIN, CLIENT } from '../helpers/app.js';
+import { serveChild } from '../helpers/serve-child.js';
+import { tempDir } from '../helpers/tmp.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const ROOT = new URL('../../', import.meta.url).pathname;
+const SHOTS = join(ROOT, 'screenshots');
+
+const skip = existsSync(CHROMIUM) ? false : `no ${CHROMIUM}: run scripts/test-deps.sh (as root) to install Debian's chromium`;
+t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
+  // The console's files come from `npm run build` (dist/web); build them if missing or old.
+  execFileSync(process.execPath, ['scripts/build-if-needed.mjs'], { cwd: ROOT, stdio: 'inherit' });
+  mkdirSync(SHOTS, { recursive: true });
+  const s = await serveChild(t, tempDir(t), {}, ['--demo']);
+  const api = async (op: string, body: unknown): Promise<{ rows: Record<string, unknown>[] }> => {
+    const res = await fetch(`${s.base}/api/${op}`, { method: 'POST', headers: { ...s.auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    if (!res.ok) throw new Error(`${op}: ${res.status} ${await res.text()}`);
+    return (await res.json()) as { rows: Record<string, unknown>[] };
+  };
+  const grid = (rows: Record<string, unknown>[], meta: Record<string, unknown> = {}): unknown => ({
+    meta: { ver: '3.0', ...meta },
+    cols: [...new Set(rows.flatMap((r) => Object.keys(r)))].map((name) => ({ name })),
+    rows,
+  });
+
+  // A device nobody answers for: a port that was free a moment ago.
+  const deadPort = await new Promise<number>((resolve) => {
+    const srv = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+  const [dead] = (await api('createRec', grid([{ modbusConn: 'm:', name: 'deadPlc', dis: 'Boiler PLC (unplugged)', uri: `u:modbus-tcp://127.0.0.1:${deadPort}`, modbusSlave: 'n:1', pollTime: 'n:1 s' }]))).rows;
+  const [site] = (await api('read', grid([{ id: 'r:demo' }]))).rows;
+  await api('createRec', grid([{ equip: 'm:', name: 'boiler', dis: 'Boiler', siteRef: site?.id }]));
+  const [boiler] = (await api('read', grid([{ id: 'r:demo.boiler' }]))).rows;
+  await api(
+    'createRec',
+    grid([{ point: 'm:', cur: 'm:', name: 'flowTemp', dis: 'Boiler flow temperature', kind: 's:Number', unit: 's:°C', siteRef: site?.id, equipRef: boiler?.id, modbusConnRef: dead?.id, modbusCur: 's:input:0:int16' }]),
+  );
+  // Two thousand more points on another site, for the list that renders only what is in view.
+  const [wh] = (await api('createRec', grid([{ site: 'm:', name: 'warehouse', dis: 'Warehouse', tz: 's:UTC' }]))).rows;
+  const [bulk] = (await api('createRec', grid([{ equip: 'm:', name: 'bulk', dis: 'Bulk sensors', siteRef: wh?.id }]))).rows;
+  await api(
+    'createRec',
+    grid(Array.from({ length: 2000 }, (_, i) => ({ point: 'm:', cur: 'm:', name: `p${String(i).padStart(4, '0')}`, dis: `Sensor ${String(i).padStart(4, '0')}`, kind: 's:Number', siteRef: wh?.id, equipRef: bulk?.id }))),
+  );
+  // Three hours of one-minute history for the trend (today, in the server's zone: UTC).
+  const now = Date.now();
+  const start = Math.max(now - 3 * 3_600_000, new Date(new Date(now).toISOString().slice(0, 10)).getTime());
+  const rows: Record<string, unknown>[] = [];
+  for (let ts = start; ts < now - 60_000; ts += 60_000) rows.push({ ts: `t:${new Date(ts).toISOString().slice(0, 19)}Z UTC`, val: `n:${(22 + 1.5 * Math.sin(ts / 1_800_000)).toFixed(2)} °C` });
+  if (rows.length > 0) await api('hisWrite', grid(rows, { id: 'r:demo.ahu1.returnTemp' }));
+
+  // launch() gives chromium a fresh temporary profile (user-data-dir) of its own each time.
+  const browser: Browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+  t.teardown(() => browser.close());
+
+  /** Problems seen in the page; `allow` names answers a step expects (a validation error). */
+  const problems: string[] = [];
+  const allow = new Set<string>();
+  const watch = (page: Page): void => {
+    page.on('console', (m) => {
+      // A failed HTTP answer is also logged by chromium; the response handler judges those.
+      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource: the server responded')) problems.push(`console: ${m.text()}`);
+    });
+    page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+    page.on('requestfailed', (r) => {
+      // A watchUnsub cut off by the page closing is not a failure of the console.
+      if (!page.isClosed()) problems.push(`request failed: ${r.method()} ${r.url()} ${r.failure()?.errorText ?? ''}`);
+    });
+    page.on('response', (r) => {
+      const path = new URL(r.url()).pathname;
+      if (!r.url().startsWith(s.base)) problems.push(`request to another host: ${r.url()}`);
+      if (r.status() >= 400 && !allow.has(path)) problems.push(`HTTP ${r.status()}: ${r.request().method()} ${path}`);
+    });
+  };
+
+  const open = async (width: number, height: number): Promise<{ ctx: BrowserContext; page: Page }> => {
+    const ctx = await browser.newContext({ viewport: { width, height }, deviceScaleFactor: 1 });
+    const page = await ctx.newPage();
+    watch(page);
+    return { ctx, page };
+  };
+  const shot = (page: Page, name: string): Promise<Buffer> => page.screenshot({ path: join(SHOTS, `${name}.png`) });
+
+  const login = async (page: Page, name: string): Promise<void> => {
+    const res = await page.goto(`${s.base}/`);
+    t.equal(res?.status(), 200, 'the console answers at /');
+    t.match(res?.headers()['content-security-policy'] ?? '', /script-src 'self'/, 'with a strict CSP');
+    await page.getByLabel('User (e-mail)').fill(ADMIN.username);
+    await page.getByLabel('Password').fill(ADMIN.password);
+    await page.getByLabel('Client id').fill(CLIENT.id);
+    await page.getByLabel('Client secret').fill(CLIENT.secret);
+    await shot(page, `${name}-login`);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.getByRole('link', { name: 'Points' }).waitFor();
+  };
+
+  // ---- laptop ----
+  const { page } = await open(1280, 800);
+  await login(page, 'laptop');
+  const supply = page.locator('[data-point="demo.ahu1.supplyTemp"]');
+  await supply.locator('.status', { hasText: 'ok' }).waitFor({ timeout: 20_000 });
+  const first = await supply.locator('[data-val]').innerText();
+  t.match(first, /°C$/, `supply temperature shown with its unit: ${first}`);
+  // Poll the page (not a timing assertion): the demo device moves its values every read.
+  let later = first;
+  for (let i = 0; i < 40 && later === first; i++) {
+    await page.waitForTimeout(500);
+    later = await supply.locator('[data-val]').innerText();
+  }
+  t.not(later, first, `${first} became ${later}`);
+  t.pass('the live value changes without reloading');
+  const flow = page.locator('[data-point="demo.boiler.flowTemp"]');
+  await flow.locator('.status', { hasText: 'down' }).waitFor({ timeout: 20_000 });
+  t.pass('the point of the dead device shows down');
+  t.match(await flow.getAttribute('title'), /./, 'with its curErr on hover');
+  await shot(page, 'laptop-points');
+  await page.locator('.count', { hasText: '2007 points' }).waitFor();
+  const rendered = await page.locator('.vrow').count();
+  t.ok(rendered < 100, `of 2,013 rows only those in view are in the page (${rendered})`);
+  await page.locator('.vlist').evaluate((el: { scrollTop: number; scrollHeight: number }) => {
+    el.scrollTop = el.scrollHeight;
+  });
+  await page.locator('[data-point="warehouse.bulk.p1999"]').waitFor();
+  t.pass('scrolled to the end, the last point is drawn');
+  await page.locator('.vlist').evaluate((el: { scrollTop: number }) => {
+    el.scrollTop = 0;
+  });
+
+  await page.getByLabel('Search').fill('fan');
+  t.equal(await page.locator('a.vrow').count(), 3, 'text search keeps the three fan points');
+  await page.getByLabel('Search').fill('');
+  await page.getByLabel('Haystack filter').fill('point and temp');
+  await page.getByRole('button', { name: 'Apply' }).click();
+  await page.locator('.count', { hasText: '2 points' }).waitFor();
+  t.pass('a Haystack filter narrows the list on the server');
+  await page.getByLabel('Haystack filter').fill('point');
+  await page.getByRole('button', { name: 'Apply' }).click();
+  await page.locator('.count', { hasText: '2007 points' }).waitFor();
+
+  await page.locator('[data-point="demo.ahu1.returnTemp"]').click();
+  await page.getByRole('heading', { name: 'Return air temperature' }).waitFor();
+  await page.locator('.uplot canvas').first().waitFor();
+  t.match(await page.locator('.card p.muted').first().innerText(), /^\d+ samples/, 'the trend shows its samples');
+  await shot(page, 'laptop-point');
+  await page.getByRole('button', { name: 'Last 7 days' }).click();
+  await page.getByRole('button', { name: 'Last 7 days', pressed: true }).waitFor();
+  await page.locator('.uplot canvas').first().waitFor();
+  // Keyboard: the range buttons are reachable and work with Enter.
+  await page.getByRole('button', { name: 'Yesterday' }).focus();
+  await page.keyboard.press('Enter');
+  await page.getByRole('button', { name: 'Yesterday', pressed: true }).waitFor();
+  const download = page.waitForEvent('download');
+  await page.getByRole('button', { name: 'Download CSV' }).click();
+  t.match((await download).suggestedFilename(), /^returnTemp-yesterday\.csv$/, 'CSV download');
+
+  await page.getByRole('link', { name: 'Connectors' }).click();
+  const deadCard = page.locator('[data-conn="deadPlc"]');
+  await deadCard.locator('.status', { hasText: 'down' }).first().waitFor({ timeout: 20_000 });
+  await page.locator('[data-conn="demoPlc"] .status', { hasText: 'ok' }).first().waitFor();
+  t.match(await deadCard.locator('.err-text').innerText(), /./, 'the dead connector says why');
+  await shot(page, 'laptop-connectors');
+
+  await page.getByRole('link', { name: 'System' }).click();
+  await page.getByText(/^hayloft \d/i).waitFor();
+  await page.locator('.facts dd', { hasText: 'KB' }).or(page.locator('.facts dd', { hasText: 'MB' })).first().waitFor();
+  await page.getByRole('cell', { name: ADMIN.username }).waitFor();
+  await shot(page, 'laptop-system');
+
+  await page.getByRole('link', { name: 'Edit' }).click();
+  await page.getByLabel('What').selectOption('equip');
+  await page.getByLabel('Name', { exact: true }).fill('bad name!');
+  allow.add('/api/createRec');
+  await page.getByRole('button', { name: 'Create' }).click();
+  await page.locator('.field-error').waitFor();
+  t.pass('a validation message from the server shows next to the field');
+  await shot(page, 'laptop-edit');
+  allow.delete('/api/createRec');
+
+  await page.getByRole('link', { name: 'Discovery' }).click();
+  // Commissioning ops landed: the page says what this server offers (no made-up devices).
+  await page.getByText(/not available on this server|can discover devices/).waitFor();
+  await shot(page, 'laptop-discovery');
+
+  // ---- phone ----
+  const phone = await open(360, 740);
+  await login(phone.page, 'phone');
+  await phone.page.locator('[data-point="demo.ahu1.supplyTemp"] .status', { hasText: 'ok' }).waitFor({ timeout: 20_000 });
+  await phone.page.locator('[data-point="demo.boiler.flowTemp"] .status', { hasText: 'down' }).waitFor({ timeout: 20_000 });
+  const overflow = await phone.page.evaluate<number>('document.documentElement.scrollWidth - document.documentElement.clientWidth');
+  t.equal(overflow, 0, 'nothing wider than a 360 px phone');
+  await shot(phone.page, 'phone-points');
+  await phone.page.locator('[data-point="demo.ahu1.returnTemp"]').click();
+  await phone.page.locator('.uplot canvas').first().waitFor();
+  await shot(phone.page, 'phone-point');
+  await phone.page.getByRole('link', { name: 'Connectors' }).click();
+  await phone.page.locator('[data-conn="deadPlc"] .status', { hasText: 'down' }).first().waitFor({ timeout: 20_000 });
+  await shot(phone.page, 'phone-connectors');
+  await phone.page.getByRole('link', { name: 'System' }).click();
+  await phone.page.getByRole('cell', { name: ADMIN.username }).waitFor();
+  await shot(phone.page, 'phone-system');
+
+  // Logout revokes the token: the page goes back to the login form.
+  await phone.page.getByRole('button', { name: 'Log out' }).click();
+  await phone.page.getByRole('button', { name: 'Log in' }).waitFor();
+  t.pass('logout returns to the login form');
+
+  t.same(problems, [], 'no console error, failed request or unexpected error answer');
+});

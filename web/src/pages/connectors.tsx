@@ -1,0 +1,106 @@
+/**
+ * Every connector (Modbus, BACnet) with its connStatus and connErr, its points counted by
+ * curStatus, and a switch to disable or enable it (the `disabled` marker, through updateRec).
+ * Refreshed every five seconds, so a device that goes down shows at a glance.
+ */
+import { useEffect, useState } from 'preact/hooks';
+import { type Row, type Session, grid, refId, str } from '../api.js';
+import { Status } from './status.js';
+
+const REF_TAGS = ['modbusConnRef', 'bacnetConnRef'];
+
+export function Connectors({ session }: { session: Session }) {
+  const [conns, setConns] = useState<Row[] | undefined>(undefined);
+  const [counts, setCounts] = useState<Map<string, Record<string, number>>>(new Map());
+  const [err, setErr] = useState('');
+  const [tick, setTick] = useState(0);
+
+  useEffect(() => {
+    let gone = false;
+    const load = async (): Promise<void> => {
+      try {
+        const [c, points] = await Promise.all([session.read('modbusConn or bacnetConn'), session.read('point and (modbusConnRef or bacnetConnRef)')]);
+        if (gone) return;
+        const m = new Map<string, Record<string, number>>();
+        for (const p of points) {
+          const tag = REF_TAGS.find((t) => p[t] != null);
+          if (tag === undefined) continue;
+          const by = m.get(refId(p[tag])) ?? {};
+          const st = str(p.curStatus) || 'unknown';
+          by[st] = (by[st] ?? 0) + 1;
+          m.set(refId(p[tag]), by);
+        }
+        setConns(c.sort((a, b) => (str(a.dis) || str(a.name)).localeCompare(str(b.dis) || str(b.name))));
+        setCounts(m);
+        setErr('');
+      } catch (e) {
+        if (!gone) setErr(e instanceof Error ? e.message : String(e));
+      }
+    };
+    void load();
+    const timer = setInterval(() => void load(), 5000);
+    return () => {
+      gone = true;
+      clearInterval(timer);
+    };
+  }, [session, tick]);
+
+  async function toggle(c: Row): Promise<void> {
+    try {
+      await session.op('updateRec', grid([{ id: `r:${refId(c.id)}`, disabled: c.disabled != null ? '-:' : 'm:' }]));
+      setTick((n) => n + 1);
+    } catch (e) {
+      setErr(e instanceof Error ? e.message : String(e));
+    }
+  }
+
+  return (
+    <section>
+      <h1>Connectors</h1>
+      {err !== '' && (
+        <p class="error" role="alert">
+          {err}
+        </p>
+      )}
+      {conns === undefined ? (
+        <p class="muted">Loading…</p>
+      ) : conns.length === 0 ? (
+        <p class="muted">No connectors yet: add one on the Discovery or Edit page.</p>
+      ) : (
+        <ul class="cards">
+          {conns.map((c) => {
+            const st = str(c.connStatus) || (c.disabled != null ? 'disabled' : 'unknown');
+            const by = counts.get(refId(c.id)) ?? {};
+            return (
+              <li class={`card conn st-${st}`} data-conn={str(c.name)}>
+                <div class="conn-head">
+                  <strong>{str(c.dis) || str(c.name)}</strong>
+                  <Status status={st} />
+                </div>
+                <p class="sub">
+                  {c.modbusConn != null ? 'Modbus' : 'BACnet'} · {str(c.uri) || str(c.bacnetDevice) || refId(c.id)}
+                  {c.pollTime != null && ` · every ${str(c.pollTime).replace(/^([\d.]+)\s*/, '$1 ')}`}
+                </p>
+                {str(c.connErr) !== '' && <p class="err-text">{str(c.connErr)}</p>}
+                <p class="counts">
+                  {Object.keys(by).length === 0
+                    ? 'no points'
+                    : Object.entries(by)
+                        .sort()
+                        .map(([s, n]) => (
+                          <span class={`status s-${s}`}>
+                            {n} {s}
+                          </span>
+                        ))}
+                </p>
+                <button type="button" class="secondary" onClick={() => void toggle(c)}>
+                  {c.disabled != null ? 'Enable' : 'Disable'}
+                </button>
+              </li>
+            );
+          })}
+        </ul>
+      )}
+    </section>
+  );
+}
