@@ -29,11 +29,12 @@ import { HistoryStore } from './store/history.js';
 import type { HealthReport } from './api/server.js';
 import { Metrics } from './lib/metrics.js';
 import { backupStream, storeSizeBytes } from './store/backup.js';
-import type { HRef } from './haystack/values.js';
+import { type HRef, HNumber } from './haystack/values.js';
 import { Uplink } from './sync/index.js';
 import { DriverRegistry } from './drivers/registry.js';
 import { builtinDriverKinds } from './drivers/kinds.js';
-import type { EdgeNode, EdgeNodeStats } from './sync/mqtt/index.js';
+import type { CommandWrite, EdgeNode, EdgeNodeStats } from './sync/mqtt/index.js';
+import { Grants, policiesOf } from './auth/permissions.js';
 import { type ConnectorStats, Poller } from './poller/index.js';
 import type { Commissioning } from './poller/commission.js';
 
@@ -263,10 +264,9 @@ export class App {
       }
       const mq = opts.config.mqtt;
       if (mq !== null && mq.enabled) {
-        // DCMD writes wait for pointWrite (issue 13): until then every DCMD is refused and logged.
         // Loaded only when configured: MQTT.js and protobufjs cost every CLI command their load time.
         const { EdgeNode } = await import('./sync/mqtt/index.js');
-        app.edgeNode = new EdgeNode({ config: mq, model: app.model, history: app.history, store: app.store, clock: opts.clock ?? systemClock, log: app.log, commands: null });
+        app.edgeNode = new EdgeNode({ config: mq, model: app.model, history: app.history, store: app.store, clock: opts.clock ?? systemClock, log: app.log, commands: (w) => app.command(w) });
         await app.edgeNode.start();
         if (app.metrics !== null) edgeNodeMetrics(app.metrics, app.edgeNode);
       }
@@ -275,6 +275,22 @@ export class App {
       throw e;
     }
     return app;
+  }
+
+  /**
+   * A DCMD from an MQTT host application, written through pointWrite's path: the priority array
+   * at the configured level, checked against the permissions of the configured Hayloft user
+   * (POINT_WRITE, its filter and highest level), audited like any write.
+   */
+  private async command(w: CommandWrite): Promise<void> {
+    const user = this.model
+      .idsWithTag('user')
+      .map((id) => this.model.stored(id))
+      .find((u) => u?.get('username') === w.user);
+    if (user === undefined) throw new HayloftError(ErrorCodes.FORBIDDEN, `the mqtt writeAs user "${w.user}" does not exist`);
+    const grants = new Grants(this.model, policiesOf(this.model, user));
+    const val = w.value === null ? null : typeof w.value === 'number' ? new HNumber(w.value) : w.value;
+    await this.writer.write({ id: w.pointId, level: w.level, val, who: w.who, actor: { user: w.user }, authorize: (rec, level) => grants.authorizeWrite(rec, level) });
   }
 
   /**

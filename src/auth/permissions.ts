@@ -10,6 +10,7 @@
 import { compileFilter, parseFilter, type CompiledFilter } from '../haystack/filter.js';
 import { type HDict, HNumber, HRef, type HVal } from '../haystack/values.js';
 import type { Model } from '../model/model.js';
+import { ErrorCodes, HayloftError } from '../lib/errors.js';
 
 export const PERMISSIONS = [
   'MODEL_READ',
@@ -102,6 +103,18 @@ export class Grants {
       if (g.filter === null || g.filter(entity, resolve)) best = g.level;
     }
     return best;
+  }
+
+  /**
+   * Throws unless the user may write `level` of this point: HL_NOT_FOUND when it may not even read
+   * it (a point it cannot read looks unknown, as everywhere), HL_FORBIDDEN without POINT_WRITE or
+   * above the highest level its policies allow. pointWrite and MQTT commands both ask this.
+   */
+  authorizeWrite(rec: HDict, level: number): void {
+    if (!this.allows('MODEL_READ', rec)) throw new HayloftError(ErrorCodes.NOT_FOUND, `no record @${(rec.get('id') as HRef).id}`);
+    const best = this.writeLevelFor(rec);
+    if (best === undefined) throw new HayloftError(ErrorCodes.FORBIDDEN, 'permission denied: pointWrite of this point needs POINT_WRITE');
+    if (level < best) throw new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: you may write levels ${best} to 17 of this point, not level ${level}`);
   }
 
   /** The granted permissions, for display. */

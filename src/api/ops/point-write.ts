@@ -16,7 +16,7 @@
  */
 import { HDateTime, HDict, HGrid, HNumber, HRef, type HVal, newRecord } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
-import { DEFAULT_LEVEL, type LevelRow } from '../../model/point-writer.js';
+import type { LevelRow } from '../../model/point-writer.js';
 import { pointZone } from '../../model/point-state.js';
 import { type Op, type OpRequest, can } from '../op.js';
 
@@ -55,11 +55,7 @@ function authorizer(req: OpRequest): (rec: HDict, level: number) => void {
   return (rec, level) => {
     // A point the caller cannot read looks unknown, as everywhere.
     if (!can(req, 'MODEL_READ', rec)) throw new HayloftError(ErrorCodes.NOT_FOUND, `no record @${(rec.get('id') as HRef).id}`);
-    const p = req.principal;
-    if (p === null) return;
-    const best = p.grants.writeLevelFor(rec);
-    if (best === undefined) throw new HayloftError(ErrorCodes.FORBIDDEN, 'permission denied: pointWrite of this point needs POINT_WRITE');
-    if (level < best) throw new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: you may write levels ${best} to ${DEFAULT_LEVEL} of this point, not level ${level}`);
+    req.principal?.grants.authorizeWrite(rec, level);
   };
 }
 

@@ -11,7 +11,7 @@ import t, { type Test } from 'tap';
 import { HDateTime, HNumber, HRef, type HVal, MARKER } from '../../../src/haystack/values.js';
 import { UTC } from '../../../src/haystack/tz.js';
 import { type UMetric, encode, num } from '../../../src/sync/mqtt/sparkplug.js';
-import { type Running, startApp } from '../../helpers/app.js';
+import { ADMIN, type Running, startApp } from '../../helpers/app.js';
 import { singleWrite } from '../../helpers/his.js';
 import { postGrid } from '../../helpers/http.js';
 import { BROKER_USER, type Broker, type Seen, SparkplugSubscriber, brokerMissing, startBroker } from '../../helpers/mosquitto.js';
@@ -285,4 +285,30 @@ t.test('a wrong password: refused, logged with HL_MQTT_UNREACHABLE, retried; the
   t.notMatch(edge.logs.join(''), /"wrong"/, 'the password is not logged');
   const r = await fetch(`${edge.base}/api/about`, { headers: edge.auth });
   t.equal(r.status, 200);
+});
+
+t.test('DCMD with writeLevel and writeAs: written through pointWrite at that level, checked and audited', async (t) => {
+  const broker = await startBroker(t);
+  const sub = await SparkplugSubscriber.connect(t, broker);
+  const edge = await startApp(t, { env: { HAYLOFT_CONFIG: mqttConfig(t, broker, { writeLevel: 8, writeAs: ADMIN.username }) } });
+  await seed(t, edge);
+  await until('DBIRTH of ahu', () => sub.of('DBIRTH').some((m) => m.device === 'ahu'));
+  const host = await mqtt.connectAsync(broker.url, { ...BROKER_USER });
+  t.teardown(() => host.endAsync(true));
+  const dcmd = (metrics: { name: string; type: string; value: unknown }[]): Promise<unknown> =>
+    host.publishAsync(`spBv1.0/${GROUP}/DCMD/${NODE}/ahu`, Buffer.from(encode({ timestamp: Date.now(), metrics } as never)));
+
+  await dcmd([{ name: 'fan', type: 'Boolean', value: true }]);
+  await until('level 8 written', () => edge.app.writer.effective('fan').level === 8);
+  t.equal(edge.app.writer.effective('fan').val, true, 'the effective value is the command');
+  const row = edge.app.writer.array('fan').find((r) => r.level === 8);
+  t.match(row?.who, /sparkplug host/, 'who names the MQTT host');
+  const audit = await edge.app.writer.readAudit({ pointId: 'fan', limit: 10 });
+  t.match(audit[0], { user: ADMIN.username, level: 8, result: 'ok' }, 'audited as the writeAs user');
+  t.equal((await readRec(edge, 'fan'))?.writeVal, 'T', 'writeVal on the point');
+
+  // Not writable, and a value of the wrong type: refused and logged, nothing written.
+  await dcmd([{ name: 'temp', type: 'Double', value: 1 }, { name: 'fan', type: 'Double', value: 3 }]);
+  await until('refusals logged', () => edge.logs.filter((l) => l.includes('HL_MQTT_COMMAND_REFUSED')).length >= 2);
+  t.equal(edge.app.writer.effective('fan').val, true, 'the refused command changed nothing');
 });
