@@ -25,8 +25,9 @@
  * moves a cursor, so a sample in flight when the link dies is sent again rather than lost. A
  * cursor moves only after every message of its pass is acknowledged; what was sent but not
  * acknowledged goes again after a reconnect (as historical, never into the live stream twice).
- * Cursors are stored every CURSOR_FLUSH_MS (and at a stop or a lost session), not every pass: a
- * kill -9 sends up to that much again, as historical.
+ * Live, cursors are stored every CURSOR_FLUSH_MS (and at a stop or a lost session), not every
+ * pass; while a backlog drains, after every pass. A kill -9 sends up to that much again, as
+ * historical.
  *
  * Live samples are not read back from LevelDB: the history store tells the node what it commits
  * (HistoryStore.onWritten) and recent samples wait in memory (Tail); the store is read for the
@@ -708,7 +709,9 @@ export class EdgeNode {
     if (cursors.length > 0) {
       this.state.advance(cursors);
       const at = this.o.clock.now();
-      if (at - this.flushedAt >= CURSOR_FLUSH_MS) {
+      // Draining a backlog (more to come): stored every pass, so a crash mid-drain sends at most
+      // one pass again; live, every CURSOR_FLUSH_MS.
+      if (more || at - this.flushedAt >= CURSOR_FLUSH_MS) {
         this.flushedAt = at;
         await this.state.flush(at);
       }
