@@ -71,3 +71,18 @@ export function numberArg(name: string, def: number): number {
 export function hasFlag(name: string): boolean {
   return process.argv.slice(2).includes(name);
 }
+
+/**
+ * The pid of the server itself, given the pid of the `hayloft serve` process a bench started:
+ * on Node 20 that process stays as a small launcher and the server runs as its only child
+ * (src/lib/runtime.ts; on Node 22.15+ it replaces itself, same pid). CPU and memory figures must
+ * be read from the server, not from the launcher.
+ */
+export function serverPid(pid: number): number {
+  try {
+    const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter((x) => x !== '');
+    return kids.length === 1 ? Number(kids[0]) : pid;
+  } catch {
+    return pid;
+  }
+}

@@ -21,7 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { io, type Socket } from 'socket.io-client';
-import { hasFlag, machineLine, median, numberArg, recordSection } from './harness.js';
+import { hasFlag, machineLine, median, numberArg, recordSection, serverPid } from './harness.js';
 import { serveRegisters } from './modbus-sim.js';
 
 const POINTS = numberArg('--points', 10_000);
@@ -164,18 +164,19 @@ async function main(): Promise<void> {
       const a = await api(base, token, 'watchSub', { meta: { ver: '3.0', watchDis: `bench ${s}`, lease: 'n:1 h' }, cols: [{ name: 'id' }], rows: mine.map((id) => ({ id: `r:${id}` })) });
       watchIds.push(String(a.meta.watchId).replace(/^s:/, ''));
     }
-    console.log(`daemon pid ${daemon.pid}: ${ids.length} points on ${DEVICES} devices, ${SOCKETS} watches; warming up ${WARMUP} s`);
+    const server = serverPid(daemon.pid as number);
+    console.log(`daemon pid ${server}: ${ids.length} points on ${DEVICES} devices, ${SOCKETS} watches; warming up ${WARMUP} s`);
     await sleep(WARMUP * 1000);
 
     const phase = async (label: string): Promise<{ cpu: number; rss: number }> => {
       const rss: number[] = [];
-      const p0 = procStats(daemon.pid as number);
+      const p0 = procStats(server);
       const w0 = performance.now();
       for (let s = 0; s < SECONDS; s++) {
         await sleep(1000);
-        rss.push(procStats(daemon.pid as number).rss);
+        rss.push(procStats(server).rss);
       }
-      const cpu = ((procStats(daemon.pid as number).cpu - p0.cpu) / ((performance.now() - w0) / 1000)) * 100;
+      const cpu = ((procStats(server).cpu - p0.cpu) / ((performance.now() - w0) / 1000)) * 100;
       console.log(`${label}: daemon CPU ${cpu.toFixed(1)} % of one core, RSS median ${median(rss).toFixed(0)} MB`);
       return { cpu, rss: median(rss) };
     };
@@ -219,7 +220,7 @@ async function main(): Promise<void> {
     console.log(r);
 
     const md = `
-\`npm run bench -- push\` (${machineLine()}); the daemon started by its bin with the package's Node flags, as its own process;
+\`npm run bench -- push\` (${machineLine()}); the daemon started by its bin (which applies its own runtime settings), as its own process, CPU and memory read from the server process;
 devices and clients in the bench process. ${ids.length} points on ${DEVICES} simulated Modbus TCP devices (registers change every second,
 polled every second), ${SOCKETS} watches of ${share} points, one socket.io 4 client (websocket) on each. Latency: arrival of a
 \`pointData\` event minus the moment the device answered the last read of the poll that changed the value (same clock;
