@@ -27,7 +27,7 @@ import { silentLogger } from '../src/lib/log.js';
 import { encodeHisWrite } from '../src/sync/his-batch.js';
 import { decode } from '../src/sync/mqtt/sparkplug.js';
 import { SyncState } from '../src/sync/state.js';
-import { hasFlag, machineLine, median, numberArg, recordSection } from './harness.js';
+import { hasFlag, machineLine, median, numberArg, recordSection, serverPid } from './harness.js';
 
 const SECONDS = numberArg('--seconds', 20);
 const ROUNDS = numberArg('--rounds', 2);
@@ -223,7 +223,7 @@ async function live(dir: string, brokerUrl: string, withMqtt: boolean): Promise<
   if (withMqtt) await forgetCursors(dir);
   const d = await serve(dir, withMqtt ? brokerUrl : null);
   const sub = await counter(brokerUrl);
-  const pid = d.proc.pid as number;
+  const pid = serverPid(d.proc.pid as number);
   const ids = Array.from({ length: LIVE_POINTS }, (_, p) => `p${p}`);
   let k = 0;
   const feed = async (): Promise<void> => {
@@ -268,7 +268,7 @@ async function backlog(dir: string, brokerUrl: string): Promise<{ seconds: numbe
   const sub = await counter(brokerUrl);
   const total = BACKLOG_POINTS * DAY;
   const d = await serve(dir, brokerUrl);
-  const pid = d.proc.pid as number;
+  const pid = serverPid(d.proc.pid as number);
   let peak = 0;
   while (sub.historical < total) {
     peak = Math.max(peak, rssMiB(pid));
