@@ -8,6 +8,8 @@ import { isIPv4 } from 'node:net';
 import os from 'node:os';
 import type { MqttConfig } from './mqtt.js';
 import type { UplinkConfig } from './uplink.js';
+// The value parsers every section shares (the uplink and mqtt sections read them too).
+import { bool as boolean, integer, text } from './section.js';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -111,39 +113,11 @@ interface KeySpec<T> {
 
 const MIB = 1024 * 1024;
 
-function text(raw: unknown, what: string): { ok: string } | { expected: string } {
-  if (typeof raw !== 'string' || raw.trim() === '') return { expected: what };
-  return { ok: raw.trim() };
-}
-
-/** Integers come as JSON numbers from the file and as digit strings from the environment. */
-function integer(raw: unknown, min: number, max: number): { ok: number } | { expected: string } {
-  const expected = `an integer from ${min} to ${max}`;
-  let n: number;
-  if (typeof raw === 'number') n = raw;
-  else if (typeof raw === 'string' && /^\s*\d+\s*$/.test(raw)) n = Number(raw);
-  else return { expected };
-  if (!Number.isInteger(n) || n < min || n > max) return { expected };
-  return { ok: n };
-}
-
 /** A port, or `off` (also false) for none. */
 function portOrOff(raw: unknown): { ok: number | null } | { expected: string } {
   if (raw === false || (typeof raw === 'string' && /^\s*(off|false|no)\s*$/i.test(raw))) return { ok: null };
   const r = integer(raw, 0, 65535);
   return 'ok' in r ? r : { expected: 'an integer from 0 to 65535, or off' };
-}
-
-const TRUE_TEXT = new Set(['true', '1', 'yes', 'on']);
-const FALSE_TEXT = new Set(['false', '0', 'no', 'off']);
-
-/** Booleans come as JSON/YAML booleans from the file and as words from the environment. */
-function boolean(raw: unknown): { ok: boolean } | { expected: string } {
-  if (typeof raw === 'boolean') return { ok: raw };
-  const v = typeof raw === 'string' ? raw.trim().toLowerCase() : '';
-  if (TRUE_TEXT.has(v)) return { ok: true };
-  if (FALSE_TEXT.has(v)) return { ok: false };
-  return { expected: 'true or false' };
 }
 
 export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
