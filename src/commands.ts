@@ -23,7 +23,6 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { readBackup, restoreBackup } from './store/backup.js';
-import { parseRegMap } from './drivers/modbus/reg-map.js';
 import { HDict, HRef } from './haystack/values.js';
 
 const USAGE = `usage: hayloft <command> [options]
@@ -243,6 +242,8 @@ async function modbusMap(args: string[], argv: readonly string[]): Promise<void>
     fail(`cannot read ${file}: ${(e as Error).message}`);
   }
   // Checked before the data folder is opened: a map with errors changes nothing.
+  // Loaded here only: csv-parse is not needed by `serve`.
+  const { parseRegMap } = await import('./drivers/modbus/reg-map.js');
   const entries = parseRegMap(csv);
   const log = createLogger({ level: 'warn' });
   await withApp(argv, log, async (app) => {

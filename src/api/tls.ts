@@ -6,12 +6,13 @@
  * connections without a restart (setSecureContext), and one that does not load is logged and the
  * old one kept.
  */
+import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, unwatchFile, watchFile, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createSecureContext } from 'node:tls';
-import { generate } from 'selfsigned';
+import { promisify } from 'node:util';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 
@@ -92,29 +93,44 @@ export function watchTls(files: TlsFiles, apply: (pair: { cert: string; key: str
   };
 }
 
-/** A self-signed P-256 certificate for this host, valid 10 years (a device is not renewed by hand). */
+/**
+ * A self-signed P-256 certificate for this host, valid 10 years (a device is not renewed by hand).
+ * Made by the `selfsigned` library in a short-lived child process: the library and its X.509
+ * stack (about 4 MiB resident, issue 19) are needed once in a device's life and would otherwise
+ * stay loaded in the daemon for as long as it runs.
+ */
 async function selfSigned(host: string): Promise<{ cert: string; key: string }> {
-  const now = new Date();
-  const pems = await generate([{ name: 'commonName', value: host }], {
-    keyType: 'ec',
-    curve: 'P-256',
-    algorithm: 'sha256',
-    notBeforeDate: new Date(now.getTime() - 60_000),
-    notAfterDate: new Date(now.getTime() + 10 * 365 * 86_400_000),
-    extensions: [
-      { name: 'basicConstraints', cA: false },
-      { name: 'keyUsage', digitalSignature: true },
-      { name: 'extKeyUsage', serverAuth: true },
-      {
-        name: 'subjectAltName',
-        altNames: [
-          { type: 2, value: host },
-          { type: 2, value: 'localhost' },
-          { type: 7, ip: '127.0.0.1' },
-          { type: 7, ip: '::1' },
-        ],
-      },
-    ],
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', MAKE_CERT, import.meta.resolve('selfsigned'), host], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { PATH: process.env.PATH ?? '' },
   });
-  return { cert: pems.cert, key: pems.private };
+  const pems = JSON.parse(stdout) as { cert: string; key: string };
+  return pems;
 }
+
+/** The child's program: argv[1] is the library's URL, argv[2] the host name; prints the PEM pair as JSON. */
+const MAKE_CERT = `
+const [url, host] = process.argv.slice(1);
+const { generate } = await import(url);
+const now = Date.now();
+const pems = await generate([{ name: 'commonName', value: host }], {
+  keyType: 'ec',
+  curve: 'P-256',
+  algorithm: 'sha256',
+  notBeforeDate: new Date(now - 60000),
+  notAfterDate: new Date(now + 10 * 365 * 86400000),
+  extensions: [
+    { name: 'basicConstraints', cA: false },
+    { name: 'keyUsage', digitalSignature: true },
+    { name: 'extKeyUsage', serverAuth: true },
+    { name: 'subjectAltName', altNames: [
+      { type: 2, value: host },
+      { type: 2, value: 'localhost' },
+      { type: 7, ip: '127.0.0.1' },
+      { type: 7, ip: '::1' },
+    ] },
+  ],
+});
+process.stdout.write(JSON.stringify({ cert: pems.cert, key: pems.private }));
+`;

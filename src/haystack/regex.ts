@@ -8,7 +8,8 @@
  * cannot run in linear time (backreferences, lookahead) is refused at parse time with a message
  * naming the feature. Captureless lookbehinds are accepted: re2js runs them in linear time too.
  */
-import { RE2JS } from 're2js';
+import { createRequire } from 'node:module';
+import type { RE2JS as RE2JSClass } from 're2js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 
 /** A compiled pattern: `test` is unanchored (as `RegExp.test`) and keeps no state. */
@@ -22,6 +23,17 @@ export interface FilterRegex {
  * every entity; 5,000 leaves room for any pattern a person writes.
  */
 export const MAX_REGEX_PROGRAM = 5000;
+
+/**
+ * re2js, loaded on the first filter with `=~` (about 1.3 MiB resident that most gateways, whose
+ * filters never use a regex, need not carry; issue 19). Its CommonJS build, as compiling a filter
+ * is synchronous.
+ */
+let engine: typeof RE2JSClass | undefined;
+function re2(): typeof RE2JSClass {
+  engine ??= (createRequire(import.meta.url)('re2js') as { RE2JS: typeof RE2JSClass }).RE2JS;
+  return engine;
+}
 
 const BACKREFERENCES = 'backreferences (\\1, \\k<name>) are not supported';
 
@@ -57,7 +69,8 @@ function refuse(why: string, cause?: unknown): HayloftError {
  */
 export function compileFilterRegex(pattern: string): FilterRegex {
   if (hasNamedBackreference(pattern)) throw refuse(BACKREFERENCES);
-  let re: RE2JS;
+  const RE2JS = re2();
+  let re: RE2JSClass;
   try {
     re = RE2JS.compile(RE2JS.translateRegExp(pattern), RE2JS.LOOKBEHINDS);
   } catch (e) {
