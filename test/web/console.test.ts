@@ -76,10 +76,19 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   /** Problems seen in the page; `allow` names answers a step expects (a validation error). */
   const problems: string[] = [];
   const allow = new Set<string>();
+  /** Requests per API path (`/api/watchPoll`: 12), over every page. */
+  const requests = new Map<string, number>();
+  const count = (path: string): number => requests.get(path) ?? 0;
+  /** Console errors a step expects (the refused WebSocket of the fallback step). */
+  const allowConsole: RegExp[] = [];
   const watch = (page: Page): void => {
     page.on('console', (m) => {
       // A failed HTTP answer is also logged by chromium; the response handler judges those.
-      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource: the server responded')) problems.push(`console: ${m.text()}`);
+      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource: the server responded') && !allowConsole.some((re) => re.test(m.text()))) problems.push(`console: ${m.text()}`);
+    });
+    page.on('request', (r) => {
+      const path = new URL(r.url()).pathname;
+      requests.set(path, count(path) + 1);
     });
     page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
     page.on('requestfailed', (r) => {
@@ -116,9 +125,21 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
 
   // ---- laptop ----
   const { page } = await open(1280, 800);
+  // The push socket: its URL (no token in it) and the pointData frames it brings.
+  const sockets: string[] = [];
+  let pushed = 0;
+  page.on('websocket', (ws) => {
+    sockets.push(ws.url());
+    ws.on('framereceived', (f) => {
+      if (typeof f.payload === 'string' && f.payload.includes('"pointData"')) pushed++;
+    });
+  });
   await login(page, 'laptop');
   const supply = page.locator('[data-point="demo.ahu1.supplyTemp"]');
   await supply.locator('.status', { hasText: 'ok' }).waitFor({ timeout: 20_000 });
+  await page.locator('[data-live="push"]').waitFor({ timeout: 20_000 });
+  const pollsBefore = count('/api/watchPoll');
+  const pushedBefore = pushed;
   const first = await supply.locator('[data-val]').innerText();
   t.match(first, /°C$/, `supply temperature shown with its unit: ${first}`);
   // Poll the page (not a timing assertion): the demo device moves its values every read.
@@ -129,6 +150,9 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   }
   t.not(later, first, `${first} became ${later}`);
   t.pass('the live value changes without reloading');
+  t.ok(pushed > pushedBefore, `the change came by push: ${pushed - pushedBefore} pointData frames on the socket`);
+  t.equal(count('/api/watchPoll'), pollsBefore, 'no watchPoll while the socket is connected');
+  t.ok(sockets.length > 0 && sockets.every((u) => /\/socket\.io\/\?EIO=4&transport=websocket$/.test(new URL(u).pathname + new URL(u).search)), `a WebSocket on /socket.io, no token in its URL: ${sockets.join(' ')}`);
   const flow = page.locator('[data-point="demo.boiler.flowTemp"]');
   await flow.locator('.status', { hasText: 'down' }).waitFor({ timeout: 20_000 });
   t.pass('the point of the dead device shows down');
@@ -201,10 +225,23 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   await page.getByText(/not available on this server|can discover devices/).waitFor();
   await shot(page, 'laptop-discovery');
 
-  // ---- phone ----
+  // ---- phone, where the network lets no WebSocket through: values come by watchPoll ----
   const phone = await open(360, 740);
+  allowConsole.push(/WebSocket connection to .*socket\.io.* failed/);
+  await phone.ctx.routeWebSocket(/\/socket\.io\//, (ws) => ws.close({ code: 1011, reason: 'blocked by the test' }));
   await login(phone.page, 'phone');
-  await phone.page.locator('[data-point="demo.ahu1.supplyTemp"] .status', { hasText: 'ok' }).waitFor({ timeout: 20_000 });
+  const phoneSupply = phone.page.locator('[data-point="demo.ahu1.supplyTemp"]');
+  await phoneSupply.locator('.status', { hasText: 'ok' }).waitFor({ timeout: 20_000 });
+  await phone.page.locator('[data-live="poll"]').waitFor();
+  const polls = count('/api/watchPoll');
+  const firstPhone = await phoneSupply.locator('[data-val]').innerText();
+  let laterPhone = firstPhone;
+  for (let i = 0; i < 40 && laterPhone === firstPhone; i++) {
+    await phone.page.waitForTimeout(500);
+    laterPhone = await phoneSupply.locator('[data-val]').innerText();
+  }
+  t.not(laterPhone, firstPhone, `without a socket the value still changes: ${firstPhone} became ${laterPhone}`);
+  t.ok(count('/api/watchPoll') > polls, 'by watchPoll');
   await phone.page.locator('[data-point="demo.boiler.flowTemp"] .status', { hasText: 'down' }).waitFor({ timeout: 20_000 });
   const overflow = await phone.page.evaluate<number>('document.documentElement.scrollWidth - document.documentElement.clientWidth');
   t.equal(overflow, 0, 'nothing wider than a 360 px phone');
