@@ -220,6 +220,40 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   await shot(page, 'laptop-edit');
   allow.delete('/api/createRec');
 
+  // Override the demo's fan speed: the simulated device follows (its holding register is read
+  // back as curVal), and goes back to the default level's value on release.
+  await api('pointWrite', grid([{ id: 'r:demo.ahu1.fanSpeed', level: 'n:17', val: 'n:65 %', who: 's:commissioning default' }]));
+  await page.getByRole('link', { name: 'Points' }).click();
+  await page.locator('[data-point="demo.ahu1.fanSpeed"]').click();
+  await page.getByRole('heading', { name: 'Fan speed command' }).waitFor();
+  const fanVal = page.locator('.now [data-val]');
+  await fanVal.filter({ hasText: '65 %' }).waitFor({ timeout: 20_000 });
+  await page.getByLabel(/^Value/).fill('42');
+  await page.locator('select[name=level]').selectOption('8');
+  await page.getByLabel(/^Duration in minutes/).fill('30');
+  await page.getByRole('button', { name: 'Override' }).click();
+  await page.locator('tr[data-level="8"]', { hasText: '42 %' }).waitFor();
+  t.pass('the priority array shows the override at level 8');
+  t.match(await page.locator('tr[data-level="8"]').innerText(), /console/, 'with who wrote it and when it expires');
+  await fanVal.filter({ hasText: '42 %' }).waitFor({ timeout: 20_000 });
+  t.pass('the simulated device follows the override: curVal 42 %');
+  await page.locator('.audit tr', { hasText: '42 %' }).first().waitFor();
+  t.pass('the write audit shows it');
+  await page.getByLabel(/^Value/).fill('150');
+  allow.add('/api/pointWrite');
+  await page.getByRole('button', { name: 'Override' }).click();
+  const valError = page.locator('label', { hasText: 'Value' }).locator('.field-error');
+  await valError.waitFor();
+  t.match(await valError.innerText(), /maxVal/, "a value out of range shows the server's message next to the value");
+  await page.locator('.audit tr', { hasText: 'HL_OUT_OF_RANGE' }).first().waitFor();
+  allow.delete('/api/pointWrite');
+  await page.getByRole('heading', { name: 'Override' }).scrollIntoViewIfNeeded();
+  await shot(page, 'laptop-override');
+  await page.getByRole('button', { name: 'Release level 8' }).click();
+  await page.locator('tr[data-level="8"]', { hasText: '42 %' }).waitFor({ state: 'detached' });
+  await fanVal.filter({ hasText: '65 %' }).waitFor({ timeout: 20_000 });
+  t.pass('released: the device goes back to the default level, 65 %');
+
   await page.getByRole('link', { name: 'Discovery' }).click();
   // Commissioning ops landed: the page says what this server offers (no made-up devices).
   await page.getByText(/not available on this server|can discover devices/).waitFor();

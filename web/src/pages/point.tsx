@@ -33,7 +33,7 @@ function rangeOf(key: RangeKey, from: string, to: string): string {
   }
 }
 
-function Chart({ data, unit, label }: { data: [number[], number[]]; unit: string; label: string }) {
+function Chart({ data, unit, label, span }: { data: [number[], number[]]; unit: string; label: string; span: [number, number] | undefined }) {
   const el = useRef<HTMLDivElement>(null);
   useEffect(() => {
     const host = el.current;
@@ -43,8 +43,10 @@ function Chart({ data, unit, label }: { data: [number[], number[]]; unit: string
       {
         width: width(),
         height: 260,
-        scales: { x: { time: true } },
-        axes: [{ stroke: '#222', grid: { stroke: '#ddd' } }, { stroke: '#222', grid: { stroke: '#ddd' }, size: 60, values: (_u, vals) => vals.map((v) => `${v}${unit === '' ? '' : ` ${unit}`}`) }],
+        // The x axis spans the range asked for (hisStart to hisEnd), not just the samples: one
+        // sample alone would otherwise stretch the axis over years.
+        scales: { x: span === undefined ? { time: true } : { time: true, range: (_u, min, max) => (min === max || min < span[0] || max > span[1] ? span : [min, max]) } },
+        axes: [{ stroke: '#222', grid: { stroke: '#ddd' }, space: 90 }, { stroke: '#222', grid: { stroke: '#ddd' }, size: 60, values: (_u, vals) => vals.map((v) => `${v}${unit === '' ? '' : ` ${unit}`}`) }],
         series: [{}, { label, stroke: '#0a58ca', width: 2, points: { show: false } }],
         cursor: { drag: { x: true, y: false } },
         legend: { show: true },
@@ -58,7 +60,7 @@ function Chart({ data, unit, label }: { data: [number[], number[]]; unit: string
       ro.disconnect();
       plot.destroy();
     };
-  }, [data, unit, label]);
+  }, [data, unit, label, span]);
   return <div class="chart" ref={el} />;
 }
 
@@ -70,7 +72,7 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
   const today = isoDate(new Date());
   const [from, setFrom] = useState(isoDate(new Date(Date.now() - 2 * 86_400_000)));
   const [to, setTo] = useState(today);
-  const [his, setHis] = useState<{ data: [number[], number[]]; count: number } | undefined>(undefined);
+  const [his, setHis] = useState<{ data: [number[], number[]]; count: number; span: [number, number] | undefined } | undefined>(undefined);
   const [hisErr, setHisErr] = useState('');
 
   useEffect(() => {
@@ -112,7 +114,10 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
           xs.push(t / 1000);
           ys.push(v);
         }
-        setHis({ data: [xs, ys], count: xs.length });
+        const start = time(g.meta.hisStart);
+        const end = time(g.meta.hisEnd);
+        const span: [number, number] | undefined = start !== undefined && end !== undefined ? [start / 1000, Math.min(end, Date.now()) / 1000] : undefined;
+        setHis({ data: [xs, ys], count: xs.length, span });
       })
       .catch((e: unknown) => !gone && setHisErr(e instanceof Error ? e.message : String(e)));
     return () => {
@@ -209,12 +214,12 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
               <p class="muted">
                 {his.count} samples · drag across the chart to zoom, double-click to zoom out
               </p>
-              {his.count > 0 ? <Chart data={his.data} unit={unit} label={str(rec.dis) || str(rec.name)} /> : <p class="muted">No history in this range.</p>}
+              {his.count > 0 ? <Chart data={his.data} unit={unit} label={str(rec.dis) || str(rec.name)} span={his.span} /> : <p class="muted">No history in this range.</p>}
             </>
           )}
         </div>
       )}
-      {rec.writable != null && <Writes session={session} id={refId(rec.id)} unit={unit} />}
+      {rec.writable != null && <Writes session={session} id={refId(rec.id)} rec={rec} />}
       <div class="card">
         <h2>Tags</h2>
         <table class="tags">
