@@ -6,6 +6,7 @@
 import { HDict, HGrid, HNumber, HRef } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import type { CommitGuard } from '../../model/model.js';
+import { checkRegMap } from '../../poller/commission.js';
 import { type Op, type OpRequest, can, demand } from '../op.js';
 
 /** Users, roles and policies decide who may do what: changing them needs USER_ADMIN too. */
@@ -29,11 +30,14 @@ function guardOf(req: OpRequest): CommitGuard {
     create(rec) {
       demand(req, 'MODEL_CREATE', rec, `creating ${label(rec)}`);
       admin(rec);
+      checkRegMap(rec);
     },
     update(old, rec) {
       demand(req, 'MODEL_UPDATE', old, `updating ${label(old)}`);
       demand(req, 'MODEL_UPDATE', rec, `updating ${label(old)} that way`);
       admin(old);
+      // Only a changed map is checked: a connector stored before this check stays editable.
+      if (rec.get('modbusRegMap') !== old.get('modbusRegMap') || rec.has('modbusConn') !== old.has('modbusConn')) checkRegMap(rec);
     },
     delete(rec) {
       demand(req, 'MODEL_DELETE', rec, `deleting ${label(rec)}`);
