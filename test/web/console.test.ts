@@ -11,7 +11,9 @@ import net from 'node:net';
 import { join } from 'node:path';
 import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
 import t from 'tap';
+import { EngineeringUnits, ObjectType, PropertyIdentifier } from '@bacnet-js/client';
 import { ADMIN, CLIENT } from '../helpers/app.js';
+import { BacnetDevice, enumerated, freeUdpPort, real, text } from '../helpers/bacnet-device.js';
 import { serveChild } from '../helpers/serve-child.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -24,7 +26,21 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   // The console's files come from `npm run build` (dist/web); build them if missing or old.
   execFileSync(process.execPath, ['scripts/build-if-needed.mjs'], { cwd: ROOT, stdio: 'inherit' });
   mkdirSync(SHOTS, { recursive: true });
-  const s = await serveChild(t, tempDir(t), {}, ['--demo']);
+  // A BACnet device for the discovery page (the simulator answers on a loopback address of its own).
+  const device = new BacnetDevice({ address: '127.0.0.2', port: await freeUdpPort('127.0.0.2'), deviceInstance: 1001 });
+  device.set(ObjectType.ANALOG_INPUT, 1, real(21.5));
+  device.set(ObjectType.ANALOG_INPUT, 1, text('Zone Temp'), PropertyIdentifier.OBJECT_NAME);
+  device.set(ObjectType.ANALOG_INPUT, 1, enumerated(EngineeringUnits.DEGREES_CELSIUS), PropertyIdentifier.UNITS);
+  device.set(ObjectType.ANALOG_INPUT, 2, real(45));
+  device.set(ObjectType.ANALOG_INPUT, 2, text('Zone Humidity'), PropertyIdentifier.OBJECT_NAME);
+  device.set(ObjectType.ANALOG_INPUT, 2, enumerated(EngineeringUnits.PERCENT_RELATIVE_HUMIDITY), PropertyIdentifier.UNITS);
+  device.set(ObjectType.BINARY_VALUE, 3, enumerated(1));
+  device.set(ObjectType.BINARY_VALUE, 3, text('Occupied'), PropertyIdentifier.OBJECT_NAME);
+  device.describe('VAV-3 controller', 'Acme Controls', 'AC-100');
+  await device.start();
+  t.teardown(() => device.stop());
+  const bacnetHost = '127.0.0.3';
+  const s = await serveChild(t, tempDir(t), { HAYLOFT_BACNET_INTERFACE: bacnetHost, HAYLOFT_BACNET_PORT: String(await freeUdpPort(bacnetHost)) }, ['--demo']);
   const api = async (op: string, body: unknown): Promise<{ rows: Record<string, unknown>[] }> => {
     const res = await fetch(`${s.base}/api/${op}`, { method: 'POST', headers: { ...s.auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
     if (!res.ok) throw new Error(`${op}: ${res.status} ${await res.text()}`);
@@ -254,10 +270,54 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   await fanVal.filter({ hasText: '65 %' }).waitFor({ timeout: 20_000 });
   t.pass('released: the device goes back to the default level, 65 %');
 
+  // Discovery: find the BACnet device, add its connector, learn it, drill into a group, create
+  // the ticked objects under the demo's AHU; they appear in the points list with their values.
   await page.getByRole('link', { name: 'Discovery' }).click();
-  // Commissioning ops landed: the page says what this server offers (no made-up devices).
-  await page.getByText(/not available on this server|can discover devices/).waitFor();
+  await page.getByLabel(/^Address/).fill(`127.0.0.2:${device.opts.port}`);
+  await page.getByLabel('Wait (s)').fill('1');
+  await page.getByRole('button', { name: 'Discover' }).click();
+  const found = page.locator('[data-device="1001"]');
+  await found.waitFor({ timeout: 20_000 });
+  t.match(await found.innerText(), /VAV-3 controller[\s\S]*Acme Controls AC-100/, 'discover lists the device with vendor and model');
+  await found.getByRole('button', { name: 'Add connector' }).click();
+  await page.getByRole('button', { name: /^Analog inputs/ }).click({ timeout: 20_000 });
+  await page.locator('[data-proposal="zoneHumidity"]').waitFor({ timeout: 20_000 });
+  t.pass('learn, then a drill into the analog inputs, lists their proposals');
+  await page.getByLabel('Create zoneHumidity').uncheck();
+  await page.locator('select[name=site]').selectOption({ label: 'Demo Building' });
+  await page.locator('select[name=equip]').selectOption({ label: 'AHU 1' });
   await shot(page, 'laptop-discovery');
+  await page.getByRole('button', { name: 'Create 1 point', exact: true }).click();
+  await page.getByText('Created 1 point: zoneTemp.').waitFor();
+  await page.locator('[data-proposal="zoneTemp"] a', { hasText: 'exists' }).waitFor();
+  t.pass('the ticked object is created; learn now shows it as existing');
+  t.equal(await page.getByLabel('Create zoneHumidity').isChecked(), true, 'the unticked one is still offered');
+
+  // A Modbus register map onto the demo's connector: a bad file lists its bad rows and changes
+  // nothing; a good one is learnt at once and its new register created.
+  await page.locator('select[name=mapConn]').selectOption({ label: 'Demo PLC (simulated)' });
+  await page.locator('input[name=map]').setInputFiles({ name: 'bad.csv', mimeType: 'text/csv', buffer: Buffer.from('name,dis,address\nBad Name,x,holding:0\nspare,Spare,holding:70000\n') });
+  allow.add('/api/updateRec');
+  await page.getByRole('button', { name: 'Import' }).click();
+  await page.locator('.problems li').nth(1).waitFor();
+  t.match(await page.locator('.problems').innerText(), /line 2: name "Bad Name"[\s\S]*line 3: /, "the server's bad rows, each with its line");
+  allow.delete('/api/updateRec');
+  await page.locator('.problems').scrollIntoViewIfNeeded();
+  await shot(page, 'laptop-regmap');
+  await page.locator('input[name=map]').setInputFiles({ name: 'ahu.csv', mimeType: 'text/csv', buffer: Buffer.from('name,dis,address,kind,unit\nsupplyRaw,Supply raw,input:0:int16,Number,\nspareInput,Spare input,input:5:int16,Number,\n') });
+  await page.getByRole('button', { name: 'Import' }).click();
+  await page.getByText('ahu.csv attached').waitFor();
+  await page.locator('[data-proposal="spareInput"]').waitFor();
+  await page.locator('[data-proposal="supplyRaw"] a', { hasText: 'exists' }).waitFor();
+  t.pass('the imported map is learnt: a register already polled shows as existing');
+  await page.locator('select[name=equip]').selectOption({ label: 'AHU 1' });
+  await page.getByRole('button', { name: 'Create 1 point', exact: true }).click();
+  await page.getByText('Created 1 point: spareInput.').waitFor();
+  await page.getByRole('link', { name: 'See them in the points list' }).click();
+  await page.locator('[data-point="demo.ahu1.zoneTemp"] .status', { hasText: 'ok' }).waitFor({ timeout: 20_000 });
+  t.match(await page.locator('[data-point="demo.ahu1.zoneTemp"] [data-val]').innerText(), /^21\.50? °C$/, 'the BACnet point shows its value in the tree');
+  await page.locator('[data-point="demo.ahu1.spareInput"] .status', { hasText: 'ok' }).waitFor({ timeout: 20_000 });
+  t.pass('and the Modbus register too');
 
   // ---- phone, where the network lets no WebSocket through: values come by watchPoll ----
   const phone = await open(360, 740);
