@@ -200,11 +200,32 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   await page.locator('[data-point="demo.ahu1.returnTemp"]').click();
   await page.getByRole('heading', { name: 'Return air temperature' }).waitFor();
   await page.locator('.uplot canvas').first().waitFor();
-  t.match(await page.locator('.card p.muted').first().innerText(), /^\d+ samples/, 'the trend shows its samples');
+  await page.locator('[data-trend]').waitFor();
+  t.match(await page.locator('[data-trend]').innerText(), /^\d+ (samples|averages of 5 min)/, 'the trend of today: raw samples, or 5-minute averages past 12 hours');
   await shot(page, 'laptop-point');
+  // Zoomed out over a week: the store's aggregates (GraphQL), not the raw samples.
+  const [graphqlBefore, hisReadBefore] = [count('/graphql'), count('/api/hisRead')];
   await page.getByRole('button', { name: 'Last 7 days' }).click();
-  await page.getByRole('button', { name: 'Last 7 days', pressed: true }).waitFor();
+  await page.locator('[data-trend="aggregate"]', { hasText: 'averages of 30 min with their min and max' }).waitFor();
+  const buckets = Number(/^(\d+)/.exec(await page.locator('[data-trend]').innerText())?.[1]);
+  t.ok(buckets > 0 && buckets <= 8, `a week as 30-minute buckets: the three hours of samples make ${buckets}`);
+  t.ok(count('/graphql') > graphqlBefore && count('/api/hisRead') === hisReadBefore, 'read as aggregates over GraphQL, no raw hisRead');
   await page.locator('.uplot canvas').first().waitFor();
+  // Drag across the last few hours of the week (the right edge of the plot): raw samples again.
+  const over = await page.locator('.uplot .u-over').boundingBox();
+  if (over === null) throw new Error('no plot area');
+  await page.mouse.move(over.x + over.width - 50, over.y + over.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(over.x + over.width - 25, over.y + over.height / 2, { steps: 4 });
+  await page.mouse.move(over.x + over.width - 1, over.y + over.height / 2, { steps: 4 });
+  await page.mouse.up();
+  await page.locator('[data-trend="raw"]', { hasText: 'zoomed in' }).waitFor();
+  t.match(await page.locator('[data-trend]').innerText(), /^[1-9]\d* samples/, 'zoomed in to hours: the raw samples');
+  t.ok(count('/api/hisRead') > hisReadBefore, 'read with hisRead');
+  await shot(page, 'laptop-point-zoom');
+  await page.getByRole('button', { name: 'Zoom out' }).click();
+  await page.locator('[data-trend="aggregate"]').waitFor();
+  t.pass('zoom out: the week in aggregates again');
   // Keyboard: the range buttons are reachable and work with Enter.
   await page.getByRole('button', { name: 'Yesterday' }).focus();
   await page.keyboard.press('Enter');
