@@ -238,7 +238,13 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   const deadCard = page.locator('[data-conn="deadPlc"]');
   await deadCard.locator('.status', { hasText: 'down' }).first().waitFor({ timeout: 20_000 });
   await page.locator('[data-conn="demoPlc"] .status', { hasText: 'ok' }).first().waitFor();
-  t.match(await deadCard.locator('.err-text').innerText(), /./, 'the dead connector says why');
+  t.match(await deadCard.locator('p.err-text').innerText(), /./, 'the dead connector says why');
+  await deadCard.locator('.polled', { hasText: 'never answered' }).waitFor();
+  t.match(await deadCard.locator('.polled').innerText(), /^Last polled \d+ s ago · never answered$/, 'when it was last polled, and that it never answered');
+  const demoPolled = page.locator('[data-conn="demoPlc"] .polled');
+  t.match(await demoPolled.innerText(), /^Last polled \d+ s ago$/, 'a connector that answers: its last poll only');
+  const lastPoll = Date.parse((await demoPolled.getAttribute('data-last-poll')) ?? '');
+  t.ok(Date.now() - lastPoll < 60_000 && lastPoll <= Date.now() + 1000, 'the last poll time is recent');
   await shot(page, 'laptop-connectors');
 
   await page.getByRole('link', { name: 'System' }).click();
