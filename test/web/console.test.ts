@@ -290,8 +290,8 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   t.match(await valError.innerText(), /maxVal/, "a value out of range shows the server's message next to the value");
   await page.locator('.audit tr', { hasText: 'HL_OUT_OF_RANGE' }).first().waitFor();
   allow.delete('/api/pointWrite');
-  await page.getByRole('heading', { name: 'Override' }).scrollIntoViewIfNeeded();
-  await shot(page, 'laptop-override');
+  // The whole card: the form with the refused value, the priority array and the audit.
+  await page.locator('.writes').screenshot({ path: join(SHOTS, 'laptop-override.png') });
   await page.getByRole('button', { name: 'Release level 8' }).click();
   await page.locator('tr[data-level="8"]', { hasText: '42 %' }).waitFor({ state: 'detached' });
   await fanVal.filter({ hasText: '65 %' }).waitFor({ timeout: 20_000 });
@@ -364,18 +364,46 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   t.not(laterPhone, firstPhone, `without a socket the value still changes: ${firstPhone} became ${laterPhone}`);
   t.ok(count('/api/watchPoll') > polls, 'by watchPoll');
   await phone.page.locator('[data-point="demo.boiler.flowTemp"] .status', { hasText: 'down' }).waitFor({ timeout: 20_000 });
-  const overflow = await phone.page.evaluate<number>('document.documentElement.scrollWidth - document.documentElement.clientWidth');
-  t.equal(overflow, 0, 'nothing wider than a 360 px phone');
-  await shot(phone.page, 'phone-points');
+  /** Every page at phone width: nothing wider than the screen, and its screenshot. */
+  const phoneShot = async (name: string): Promise<void> => {
+    const overflow = await phone.page.evaluate<number>('document.documentElement.scrollWidth - document.documentElement.clientWidth');
+    // What sticks out, named in the failure.
+    const wide = await phone.page.evaluate<string[]>(
+      "[...document.querySelectorAll('body *')].filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1).slice(-5).map((e) => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))",
+    );
+    t.equal(overflow, 0, `${name}: nothing wider than a 360 px phone ${wide.join(', ')}`);
+    await shot(phone.page, `phone-${name}`);
+  };
+  await phoneShot('points');
   await phone.page.locator('[data-point="demo.ahu1.returnTemp"]').click();
+  await phone.page.locator('[data-trend]').waitFor();
   await phone.page.locator('.uplot canvas').first().waitFor();
-  await shot(phone.page, 'phone-point');
+  await phone.page.getByRole('heading', { name: 'Trend' }).evaluate((el: { scrollIntoView(o: unknown): void }) => el.scrollIntoView({ block: 'start' }));
+  await phoneShot('point');
+  await phone.page.getByRole('navigation').getByRole('link', { name: 'Points' }).click();
+  await phone.page.locator('[data-point="demo.ahu1.fanSpeed"]').click();
+  await phone.page.locator('tr[data-level="17"]', { hasText: '65 %' }).waitFor();
+  await phone.page.getByRole('heading', { name: 'Override' }).evaluate((el: { scrollIntoView(o: unknown): void }) => el.scrollIntoView({ block: 'start' }));
+  await phoneShot('override');
   await phone.page.getByRole('link', { name: 'Connectors' }).click();
   await phone.page.locator('[data-conn="deadPlc"] .status', { hasText: 'down' }).first().waitFor({ timeout: 20_000 });
-  await shot(phone.page, 'phone-connectors');
+  await phone.page.locator('[data-conn="deadPlc"] .polled').waitFor();
+  await phoneShot('connectors');
+  await phone.page.getByRole('link', { name: 'Discovery' }).click();
+  await phone.page.getByLabel(/^Address/).fill(`127.0.0.2:${device.opts.port}`);
+  await phone.page.getByLabel('Wait (s)').fill('1');
+  await phone.page.getByRole('button', { name: 'Discover' }).click();
+  await phone.page.locator('[data-device="1001"]').getByRole('button', { name: 'Learn its points' }).click({ timeout: 20_000 });
+  await phone.page.getByRole('button', { name: /^Analog inputs/ }).click({ timeout: 20_000 });
+  await phone.page.locator('[data-proposal="zoneHumidity"]').waitFor({ timeout: 20_000 });
+  await phone.page.getByRole('heading', { name: /^2\. Learn/ }).evaluate((el: { scrollIntoView(o: unknown): void }) => el.scrollIntoView({ block: 'start' }));
+  await phoneShot('discovery');
+  await phone.page.getByRole('link', { name: 'Edit' }).click();
+  await phone.page.getByLabel('Name', { exact: true }).waitFor();
+  await phoneShot('edit');
   await phone.page.getByRole('link', { name: 'System' }).click();
   await phone.page.getByRole('cell', { name: ADMIN.username }).waitFor();
-  await shot(phone.page, 'phone-system');
+  await phoneShot('system');
 
   // Logout revokes the token: the page goes back to the login form.
   await phone.page.getByRole('button', { name: 'Log out' }).click();

@@ -277,7 +277,6 @@ function Learn({ session, conns, connId, setConnId, nonce }: { session: Session;
                     />
                   </th>
                   <th>Name</th>
-                  <th>Display name</th>
                   <th>Kind</th>
                   <th>Address</th>
                 </tr>
@@ -304,15 +303,15 @@ function Learn({ session, conns, connId, setConnId, nonce }: { session: Session;
                         />
                       </td>
                       <td>
-                        {str(r.name)}
+                        <span class="pname">{str(r.name)}</span>
                         {exists && (
                           <>
                             {' '}
                             <a href={`#/point/${encodeURIComponent(refId(r.id))}`}>(exists)</a>
                           </>
                         )}
+                        <span class="sub">{str(r.dis)}</span>
                       </td>
-                      <td>{str(r.dis)}</td>
                       <td>
                         {str(r.kind)}
                         {r.unit != null && ` ${str(r.unit)}`}

@@ -7,7 +7,7 @@
  * anything made up.
  */
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, type Row, type Session, field, grid, show, str } from '../api.js';
+import { ApiError, type Row, type Session, field, grid, num, show, str } from '../api.js';
 import { NotAvailable, Status } from './status.js';
 
 const MANUAL = 8;
@@ -28,6 +28,15 @@ function encode(kind: string, text: string, unit: string): string {
   if (kind === 'Bool') return text;
   if (kind === 'Str') return `s:${text}`;
   return `n:${text.trim()}${unit === '' ? '' : ` ${unit}`}`;
+}
+
+/** A duration as a person reads it: `30 min`, `2 h`, else as the server gave it. */
+function duration(v: Row[string]): string {
+  const n = num(v);
+  if (n === undefined || n.unit !== 's') return show(v);
+  if (n.val % 3600 === 0) return `${n.val / 3600} h`;
+  if (n.val % 60 === 0) return `${n.val / 60} min`;
+  return show(v);
 }
 
 function FieldError({ err, name }: { err: { field: Field | undefined; text: string } | undefined; name: Field }) {
@@ -157,6 +166,7 @@ export function Writes({ session, id, rec }: { session: Session; id: string; rec
       {levels !== undefined && (
         <>
           <h2>Priority array</h2>
+          <div class="scroll-x">
           <table class="grid levels">
             <thead>
               <tr>
@@ -179,6 +189,7 @@ export function Writes({ session, id, rec }: { session: Session; id: string; rec
                 ))}
             </tbody>
           </table>
+          </div>
           <p class="muted small">Unset levels other than 1, 8, 16 and 17 are not shown.</p>
         </>
       )}
@@ -210,7 +221,7 @@ export function Writes({ session, id, rec }: { session: Session; id: string; rec
                   </td>
                   <td>{show(r.level)}</td>
                   <td>{r.val == null ? 'release' : show(r.val)}</td>
-                  <td>{show(r.duration)}</td>
+                  <td>{duration(r.duration)}</td>
                   <td class={str(r.result) === 'ok' ? 'ok-text' : 'err-text'} title={str(r.err) || undefined}>
                     {str(r.result)}
                     {r.err != null && `: ${str(r.err)}`}
