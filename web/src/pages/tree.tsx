@@ -120,12 +120,15 @@ export function Tree({ session }: { session: Session }) {
         watch = new LiveWatch(
           session,
           arranged.filter((i) => i.kind === 'point' && i.cur).map((i) => i.id),
-          (rows) =>
+          (rows) => {
+            // Values flow again (after a lost watch was opened anew): an old error no longer holds.
+            setErr('');
             setLive((old) => {
               const next = new Map(old);
               for (const r of rows) next.set(refId(r.id), { curVal: r.curVal, curStatus: str(r.curStatus), curErr: str(r.curErr) });
               return next;
-            }),
+            });
+          },
           (e) => setErr(e instanceof Error ? e.message : String(e)),
         );
         watch.onMode = setMode;
