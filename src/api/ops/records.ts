@@ -16,7 +16,11 @@ function isSecurityRecord(rec: HDict): boolean {
   return SECURITY_MARKERS.some((m) => rec.has(m));
 }
 
-/** Per-record permission checks for one request, run by the model inside its transaction. */
+/**
+ * Per-record checks for one request, run by the model inside its transaction: permissions, and a
+ * `modbusRegMap` parsed whole (a driver's format the model layer cannot read; refusing it here
+ * keeps a bad map from being stored, all or nothing with the rest of the request).
+ */
 function guardOf(req: OpRequest): CommitGuard {
   const admin = (rec: HDict): void => {
     if (isSecurityRecord(rec)) demand(req, 'USER_ADMIN', undefined, `${req.op} of users, roles or action policies`);
