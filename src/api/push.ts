@@ -1,7 +1,8 @@
 /**
  * Push of watch changes over socket.io, as WideSky serves it (docs: "Websocket subscription"):
  * path `/socket.io`, one namespace per watch (`/<watchId>`), the access token as the
- * `Authorization` query parameter (WideSky's client) or header (`Bearer` optional), and one
+ * `Authorization` query parameter (WideSky's client), header (`Bearer` optional) or the handshake's
+ * `auth.token` (a browser's WebSocket can set no header; a URL would leak the token), and one
  * `pointData` event per changed point: `{id, curVal, curStatus, curErr}` in the Haystack JSON
  * encoding (`"n:21.5 °C"`, `"s:ok"`), the same row watchPoll gives, filtered by the same
  * permissions. Engine.IO 3 (socket.io-client 2.x, which the WideSky client bundles) and 4.
@@ -175,8 +176,10 @@ export function pushGroup(opts: PushOptions): RouteGroup {
         next(connectionError(e));
         return;
       }
+      // X-IMPERSONATE as on REST, or `auth.impersonate`: a browser's WebSocket cannot set headers.
       const imp = socket.handshake.headers['x-impersonate'];
-      const impersonate = Array.isArray(imp) ? imp[0] : imp;
+      const fromAuth = (socket.handshake.auth as { impersonate?: unknown } | undefined)?.impersonate;
+      const impersonate = typeof fromAuth === 'string' && fromAuth !== '' ? fromAuth : Array.isArray(imp) ? imp[0] : imp;
       const watchId = socket.nsp.name.slice(1);
       principalOf(token, impersonate)
         .then((p) => {

@@ -9,8 +9,8 @@
 export const CUR_TAGS: readonly string[] = ['curVal', 'curStatus', 'curErr'];
 /** What the history store holds of a point. */
 export const HIS_TAGS: readonly string[] = ['hisSize', 'hisStart', 'hisEnd'];
-/** A connector's link. */
-export const CONN_TAGS: readonly string[] = ['connStatus', 'connErr'];
+/** A connector's link, and when it was last polled (`connLastPoll`) and last answered (`connLastOk`). */
+export const CONN_TAGS: readonly string[] = ['connStatus', 'connErr', 'connLastPoll', 'connLastOk'];
 /** The effective value of a writable point's priority array and how writing it to the device went. */
 export const WRITE_TAGS: readonly string[] = ['writeVal', 'writeLevel', 'writeStatus', 'writeErr'];
 /** The uplink's progress with a point. */

@@ -4,8 +4,8 @@
  *
  * Who calls what (Haxall keeps this in the point's ConnPoint, updateCurOk/updateCurErr; here it
  * is one service built by the composition root):
- * - the poller: `setCur` with a reading, `setConn` with a connector's link, `hisWritten` after
- *   collecting history;
+ * - the poller: `setCur` with a reading, `setConn` with a connector's link, `setPolled` after
+ *   each read of a connector, `hisWritten` after collecting history;
  * - the history ops: `hisWritten` after hisWrite (a point without a driver takes its newest
  *   sample as curVal), `refreshFromHistory` after hisDelete and at start;
  * - the uplink: `setSync`;
@@ -18,7 +18,7 @@
  * is written to disk per change, watches hear of changes. Clients cannot set them: the model
  * refuses them in createRec/updateRec.
  */
-import { REL, type TimeZone, findTimeZone } from '../haystack/tz.js';
+import { REL, type TimeZone, UTC, findTimeZone } from '../haystack/tz.js';
 import { HDateTime, HNumber, type HDict, type HVal } from '../haystack/values.js';
 import type { HisKind, HistoryStore } from '../store/history.js';
 import type { Model } from './model.js';
@@ -136,6 +136,19 @@ export class PointState {
   /** Sets a connector's link status; null status removes both tags. */
   setConn(id: string, status: string | null, err: string | null): void {
     this.model.setTransient(id, { connStatus: status, connErr: status === null ? null : err });
+  }
+
+  /**
+   * Records a finished poll of a connector (the poller, after every read): `connLastPoll` when it
+   * ended, and `connLastOk` too when the device answered, so a dead device shows when it last did.
+   * In the connector's zone (`tz`), else UTC. Kept while the connector is disabled: when it was
+   * last polled is still true.
+   */
+  setPolled(connId: string, at: number, answered: boolean): void {
+    const rec = this.model.get(connId);
+    if (rec === undefined) return;
+    const t = new HDateTime(at, pointZone(rec, UTC));
+    this.model.setTransient(connId, answered ? { connLastPoll: t, connLastOk: t } : { connLastPoll: t });
   }
 
   /** Sets a point's write state (the point writer: writeVal/writeLevel; the poller: writeStatus/writeErr). */

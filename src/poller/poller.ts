@@ -377,11 +377,13 @@ export class Poller {
       if (cs.closed) return false;
       this.failures++;
       st.failures++;
+      this.state.setPolled(cs.id, this.clock.now(), false);
       this.connDown(cs, e);
       return false;
     }
     if (cs.closed) return false;
     const now = this.clock.now();
+    this.state.setPolled(cs.id, now, true);
     this.connUp(cs);
     b.lastOk = now;
     b.stale = false;

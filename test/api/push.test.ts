@@ -119,6 +119,12 @@ t.test('the same permission filtering as watchPoll; refusals at connect', async 
   const e2 = await next<Error & { data?: { errCode?: string } }>(bad, 'connect_error');
   t.equal(e2.data?.errCode, 'HL_UNAUTHORIZED', 'an invalid token is refused');
   bad.close();
+  // An admin acting as the watcher (the handshake's auth, as a browser sends it: no header) reaches the watcher's watch.
+  const watcherId = String(s.app.auth.listUsers().find((u) => u.username === 'watcher@example.com')?.id);
+  const acting = io(`${s.base}/${watchId}`, { path: '/socket.io', transports: ['websocket'], auth: { token: s.token, impersonate: watcherId }, reconnection: false, forceNew: true });
+  await next(acting, 'connect');
+  t.pass('auth.impersonate in the handshake acts as that user');
+  acting.close();
 
   // Logging out revokes the token: the socket is closed at its next event.
   const gone = next<string>(sock, 'disconnect');

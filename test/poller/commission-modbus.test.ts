@@ -130,8 +130,12 @@ if (skip !== null) {
     const again = ok(t, await admin.post('learn', { connId: HRef.of('meter') }), 'learn again').rows;
     t.ok(again.every((p) => p.get('id') instanceof HRef), 'every register now carries its point id');
 
-    // A map attached with updateRec that has errors: learn lists them all and proposes nothing.
-    ok(t, await admin.post('updateRec', { id: HRef.of('meter'), modbusRegMap: BAD }), 'a bad map attached with updateRec');
-    failed(t, await admin.post('learn', { connId: HRef.of('meter') }), 400, 'HL_BAD_REG_MAP', /8 errors:\nline 3: name "Bad Name"/, 'learn of a bad map');
+    // A map with errors attached over HTTP (what the console's import does): refused with every
+    // bad row and its line, and nothing changes.
+    failed(t, await admin.post('updateRec', { id: HRef.of('meter'), modbusRegMap: BAD }), 400, 'HL_BAD_REG_MAP', /8 errors:\nline 3: name "Bad Name"/, 'updateRec of a bad map');
+    t.equal((await admin.rec('meter')).get('modbusRegMap'), GOOD, 'the good map stays');
+    failed(t, await admin.post('createRec', { modbusConn: MARKER, name: 'meter2', uri: new HUri('modbus-tcp://127.0.0.1:1502'), modbusRegMap: BAD }), 400, 'HL_BAD_REG_MAP', /8 errors/, 'createRec with a bad map');
+    failed(t, await admin.post('updateRec', { id: HRef.of('plant'), modbusRegMap: GOOD }), 400, 'HL_BAD_REG_MAP', /belongs on a Modbus connector/, 'a map on a record that is no connector');
+    t.equal(ok(t, await admin.post('learn', { connId: HRef.of('meter') }), 'learn after the refusals').rows.length, 4, 'learn still lists the good map');
   });
 }

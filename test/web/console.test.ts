@@ -11,7 +11,9 @@ import net from 'node:net';
 import { join } from 'node:path';
 import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
 import t from 'tap';
+import { EngineeringUnits, ObjectType, PropertyIdentifier } from '@bacnet-js/client';
 import { ADMIN, CLIENT } from '../helpers/app.js';
+import { BacnetDevice, enumerated, freeUdpPort, real, text } from '../helpers/bacnet-device.js';
 import { serveChild } from '../helpers/serve-child.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -24,7 +26,21 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   // The console's files come from `npm run build` (dist/web); build them if missing or old.
   execFileSync(process.execPath, ['scripts/build-if-needed.mjs'], { cwd: ROOT, stdio: 'inherit' });
   mkdirSync(SHOTS, { recursive: true });
-  const s = await serveChild(t, tempDir(t), {}, ['--demo']);
+  // A BACnet device for the discovery page (the simulator answers on a loopback address of its own).
+  const device = new BacnetDevice({ address: '127.0.0.2', port: await freeUdpPort('127.0.0.2'), deviceInstance: 1001 });
+  device.set(ObjectType.ANALOG_INPUT, 1, real(21.5));
+  device.set(ObjectType.ANALOG_INPUT, 1, text('Zone Temp'), PropertyIdentifier.OBJECT_NAME);
+  device.set(ObjectType.ANALOG_INPUT, 1, enumerated(EngineeringUnits.DEGREES_CELSIUS), PropertyIdentifier.UNITS);
+  device.set(ObjectType.ANALOG_INPUT, 2, real(45));
+  device.set(ObjectType.ANALOG_INPUT, 2, text('Zone Humidity'), PropertyIdentifier.OBJECT_NAME);
+  device.set(ObjectType.ANALOG_INPUT, 2, enumerated(EngineeringUnits.PERCENT_RELATIVE_HUMIDITY), PropertyIdentifier.UNITS);
+  device.set(ObjectType.BINARY_VALUE, 3, enumerated(1));
+  device.set(ObjectType.BINARY_VALUE, 3, text('Occupied'), PropertyIdentifier.OBJECT_NAME);
+  device.describe('VAV-3 controller', 'Acme Controls', 'AC-100');
+  await device.start();
+  t.teardown(() => device.stop());
+  const bacnetHost = '127.0.0.3';
+  const s = await serveChild(t, tempDir(t), { HAYLOFT_BACNET_INTERFACE: bacnetHost, HAYLOFT_BACNET_PORT: String(await freeUdpPort(bacnetHost)) }, ['--demo']);
   const api = async (op: string, body: unknown): Promise<{ rows: Record<string, unknown>[] }> => {
     const res = await fetch(`${s.base}/api/${op}`, { method: 'POST', headers: { ...s.auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
     if (!res.ok) throw new Error(`${op}: ${res.status} ${await res.text()}`);
@@ -76,10 +92,19 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   /** Problems seen in the page; `allow` names answers a step expects (a validation error). */
   const problems: string[] = [];
   const allow = new Set<string>();
+  /** Requests per API path (`/api/watchPoll`: 12), over every page. */
+  const requests = new Map<string, number>();
+  const count = (path: string): number => requests.get(path) ?? 0;
+  /** Console errors a step expects (the refused WebSocket of the fallback step). */
+  const allowConsole: RegExp[] = [];
   const watch = (page: Page): void => {
     page.on('console', (m) => {
       // A failed HTTP answer is also logged by chromium; the response handler judges those.
-      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource: the server responded')) problems.push(`console: ${m.text()}`);
+      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource: the server responded') && !allowConsole.some((re) => re.test(m.text()))) problems.push(`console: ${m.text()}`);
+    });
+    page.on('request', (r) => {
+      const path = new URL(r.url()).pathname;
+      requests.set(path, count(path) + 1);
     });
     page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
     page.on('requestfailed', (r) => {
@@ -116,9 +141,21 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
 
   // ---- laptop ----
   const { page } = await open(1280, 800);
+  // The push socket: its URL (no token in it) and the pointData frames it brings.
+  const sockets: string[] = [];
+  let pushed = 0;
+  page.on('websocket', (ws) => {
+    sockets.push(ws.url());
+    ws.on('framereceived', (f) => {
+      if (typeof f.payload === 'string' && f.payload.includes('"pointData"')) pushed++;
+    });
+  });
   await login(page, 'laptop');
   const supply = page.locator('[data-point="demo.ahu1.supplyTemp"]');
   await supply.locator('.status', { hasText: 'ok' }).waitFor({ timeout: 20_000 });
+  await page.locator('[data-live="push"]').waitFor({ timeout: 20_000 });
+  const pollsBefore = count('/api/watchPoll');
+  const pushedBefore = pushed;
   const first = await supply.locator('[data-val]').innerText();
   t.match(first, /°C$/, `supply temperature shown with its unit: ${first}`);
   // Poll the page (not a timing assertion): the demo device moves its values every read.
@@ -129,6 +166,9 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   }
   t.not(later, first, `${first} became ${later}`);
   t.pass('the live value changes without reloading');
+  t.ok(pushed > pushedBefore, `the change came by push: ${pushed - pushedBefore} pointData frames on the socket`);
+  t.equal(count('/api/watchPoll'), pollsBefore, 'no watchPoll while the socket is connected');
+  t.ok(sockets.length > 0 && sockets.every((u) => /\/socket\.io\/\?EIO=4&transport=websocket$/.test(new URL(u).pathname + new URL(u).search)), `a WebSocket on /socket.io, no token in its URL: ${sockets.join(' ')}`);
   const flow = page.locator('[data-point="demo.boiler.flowTemp"]');
   await flow.locator('.status', { hasText: 'down' }).waitFor({ timeout: 20_000 });
   t.pass('the point of the dead device shows down');
@@ -160,11 +200,32 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   await page.locator('[data-point="demo.ahu1.returnTemp"]').click();
   await page.getByRole('heading', { name: 'Return air temperature' }).waitFor();
   await page.locator('.uplot canvas').first().waitFor();
-  t.match(await page.locator('.card p.muted').first().innerText(), /^\d+ samples/, 'the trend shows its samples');
+  await page.locator('[data-trend]').waitFor();
+  t.match(await page.locator('[data-trend]').innerText(), /^\d+ (samples|averages of 5 min)/, 'the trend of today: raw samples, or 5-minute averages past 12 hours');
   await shot(page, 'laptop-point');
+  // Zoomed out over a week: the store's aggregates (GraphQL), not the raw samples.
+  const [graphqlBefore, hisReadBefore] = [count('/graphql'), count('/api/hisRead')];
   await page.getByRole('button', { name: 'Last 7 days' }).click();
-  await page.getByRole('button', { name: 'Last 7 days', pressed: true }).waitFor();
+  await page.locator('[data-trend="aggregate"]', { hasText: 'averages of 30 min with their min and max' }).waitFor();
+  const buckets = Number(/^(\d+)/.exec(await page.locator('[data-trend]').innerText())?.[1]);
+  t.ok(buckets > 0 && buckets <= 8, `a week as 30-minute buckets: the three hours of samples make ${buckets}`);
+  t.ok(count('/graphql') > graphqlBefore && count('/api/hisRead') === hisReadBefore, 'read as aggregates over GraphQL, no raw hisRead');
   await page.locator('.uplot canvas').first().waitFor();
+  // Drag across the last few hours of the week (the right edge of the plot): raw samples again.
+  const over = await page.locator('.uplot .u-over').boundingBox();
+  if (over === null) throw new Error('no plot area');
+  await page.mouse.move(over.x + over.width - 50, over.y + over.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(over.x + over.width - 25, over.y + over.height / 2, { steps: 4 });
+  await page.mouse.move(over.x + over.width - 1, over.y + over.height / 2, { steps: 4 });
+  await page.mouse.up();
+  await page.locator('[data-trend="raw"]', { hasText: 'zoomed in' }).waitFor();
+  t.match(await page.locator('[data-trend]').innerText(), /^[1-9]\d* samples/, 'zoomed in to hours: the raw samples');
+  t.ok(count('/api/hisRead') > hisReadBefore, 'read with hisRead');
+  await shot(page, 'laptop-point-zoom');
+  await page.getByRole('button', { name: 'Zoom out' }).click();
+  await page.locator('[data-trend="aggregate"]').waitFor();
+  t.pass('zoom out: the week in aggregates again');
   // Keyboard: the range buttons are reachable and work with Enter.
   await page.getByRole('button', { name: 'Yesterday' }).focus();
   await page.keyboard.press('Enter');
@@ -177,7 +238,13 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   const deadCard = page.locator('[data-conn="deadPlc"]');
   await deadCard.locator('.status', { hasText: 'down' }).first().waitFor({ timeout: 20_000 });
   await page.locator('[data-conn="demoPlc"] .status', { hasText: 'ok' }).first().waitFor();
-  t.match(await deadCard.locator('.err-text').innerText(), /./, 'the dead connector says why');
+  t.match(await deadCard.locator('p.err-text').innerText(), /./, 'the dead connector says why');
+  await deadCard.locator('.polled', { hasText: 'never answered' }).waitFor();
+  t.match(await deadCard.locator('.polled').innerText(), /^Last polled \d+ s ago · never answered$/, 'when it was last polled, and that it never answered');
+  const demoPolled = page.locator('[data-conn="demoPlc"] .polled');
+  t.match(await demoPolled.innerText(), /^Last polled \d+ s ago$/, 'a connector that answers: its last poll only');
+  const lastPoll = Date.parse((await demoPolled.getAttribute('data-last-poll')) ?? '');
+  t.ok(Date.now() - lastPoll < 60_000 && lastPoll <= Date.now() + 1000, 'the last poll time is recent');
   await shot(page, 'laptop-connectors');
 
   await page.getByRole('link', { name: 'System' }).click();
@@ -196,28 +263,147 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   await shot(page, 'laptop-edit');
   allow.delete('/api/createRec');
 
-  await page.getByRole('link', { name: 'Discovery' }).click();
-  // Commissioning ops landed: the page says what this server offers (no made-up devices).
-  await page.getByText(/not available on this server|can discover devices/).waitFor();
-  await shot(page, 'laptop-discovery');
+  // Override the demo's fan speed: the simulated device follows (its holding register is read
+  // back as curVal), and goes back to the default level's value on release.
+  await api('pointWrite', grid([{ id: 'r:demo.ahu1.fanSpeed', level: 'n:17', val: 'n:65 %', who: 's:commissioning default' }]));
+  await page.getByRole('link', { name: 'Points' }).click();
+  await page.locator('[data-point="demo.ahu1.fanSpeed"]').click();
+  await page.getByRole('heading', { name: 'Fan speed command' }).waitFor();
+  const fanVal = page.locator('.now [data-val]');
+  await fanVal.filter({ hasText: '65 %' }).waitFor({ timeout: 20_000 });
+  await page.getByLabel(/^Value/).fill('42');
+  await page.locator('select[name=level]').selectOption('8');
+  await page.getByLabel(/^Duration in minutes/).fill('30');
+  await page.getByRole('button', { name: 'Override' }).click();
+  await page.locator('tr[data-level="8"]', { hasText: '42 %' }).waitFor();
+  t.pass('the priority array shows the override at level 8');
+  t.match(await page.locator('tr[data-level="8"]').innerText(), /console/, 'with who wrote it and when it expires');
+  await fanVal.filter({ hasText: '42 %' }).waitFor({ timeout: 20_000 });
+  t.pass('the simulated device follows the override: curVal 42 %');
+  await page.locator('.audit tr', { hasText: '42 %' }).first().waitFor();
+  t.pass('the write audit shows it');
+  await page.getByLabel(/^Value/).fill('150');
+  allow.add('/api/pointWrite');
+  await page.getByRole('button', { name: 'Override' }).click();
+  const valError = page.locator('label', { hasText: 'Value' }).locator('.field-error');
+  await valError.waitFor();
+  t.match(await valError.innerText(), /maxVal/, "a value out of range shows the server's message next to the value");
+  await page.locator('.audit tr', { hasText: 'HL_OUT_OF_RANGE' }).first().waitFor();
+  allow.delete('/api/pointWrite');
+  // The whole card: the form with the refused value, the priority array and the audit.
+  await page.locator('.writes').screenshot({ path: join(SHOTS, 'laptop-override.png') });
+  await page.getByRole('button', { name: 'Release level 8' }).click();
+  await page.locator('tr[data-level="8"]', { hasText: '42 %' }).waitFor({ state: 'detached' });
+  await fanVal.filter({ hasText: '65 %' }).waitFor({ timeout: 20_000 });
+  t.pass('released: the device goes back to the default level, 65 %');
 
-  // ---- phone ----
+  // Discovery: find the BACnet device, add its connector, learn it, drill into a group, create
+  // the ticked objects under the demo's AHU; they appear in the points list with their values.
+  await page.getByRole('link', { name: 'Discovery' }).click();
+  await page.getByLabel(/^Address/).fill(`127.0.0.2:${device.opts.port}`);
+  await page.getByLabel('Wait (s)').fill('1');
+  await page.getByRole('button', { name: 'Discover' }).click();
+  const found = page.locator('[data-device="1001"]');
+  await found.waitFor({ timeout: 20_000 });
+  t.match(await found.innerText(), /VAV-3 controller[\s\S]*Acme Controls AC-100/, 'discover lists the device with vendor and model');
+  await found.getByRole('button', { name: 'Add connector' }).click();
+  await page.getByRole('button', { name: /^Analog inputs/ }).click({ timeout: 20_000 });
+  await page.locator('[data-proposal="zoneHumidity"]').waitFor({ timeout: 20_000 });
+  t.pass('learn, then a drill into the analog inputs, lists their proposals');
+  await page.getByLabel('Create zoneHumidity').uncheck();
+  await page.locator('select[name=site]').selectOption({ label: 'Demo Building' });
+  await page.locator('select[name=equip]').selectOption({ label: 'AHU 1' });
+  await shot(page, 'laptop-discovery');
+  await page.getByRole('button', { name: 'Create 1 point', exact: true }).click();
+  await page.getByText('Created 1 point: zoneTemp.').waitFor();
+  await page.locator('[data-proposal="zoneTemp"] a', { hasText: 'exists' }).waitFor();
+  t.pass('the ticked object is created; learn now shows it as existing');
+  t.equal(await page.getByLabel('Create zoneHumidity').isChecked(), true, 'the unticked one is still offered');
+
+  // A Modbus register map onto the demo's connector: a bad file lists its bad rows and changes
+  // nothing; a good one is learnt at once and its new register created.
+  await page.locator('select[name=mapConn]').selectOption({ label: 'Demo PLC (simulated)' });
+  await page.locator('input[name=map]').setInputFiles({ name: 'bad.csv', mimeType: 'text/csv', buffer: Buffer.from('name,dis,address\nBad Name,x,holding:0\nspare,Spare,holding:70000\n') });
+  allow.add('/api/updateRec');
+  await page.getByRole('button', { name: 'Import' }).click();
+  await page.locator('.problems li').nth(1).waitFor();
+  t.match(await page.locator('.problems').innerText(), /line 2: name "Bad Name"[\s\S]*line 3: /, "the server's bad rows, each with its line");
+  allow.delete('/api/updateRec');
+  await page.locator('.problems').scrollIntoViewIfNeeded();
+  await shot(page, 'laptop-regmap');
+  await page.locator('input[name=map]').setInputFiles({ name: 'ahu.csv', mimeType: 'text/csv', buffer: Buffer.from('name,dis,address,kind,unit\nsupplyRaw,Supply raw,input:0:int16,Number,\nspareInput,Spare input,input:5:int16,Number,\n') });
+  await page.getByRole('button', { name: 'Import' }).click();
+  await page.getByText('ahu.csv attached').waitFor();
+  await page.locator('[data-proposal="spareInput"]').waitFor();
+  await page.locator('[data-proposal="supplyRaw"] a', { hasText: 'exists' }).waitFor();
+  t.pass('the imported map is learnt: a register already polled shows as existing');
+  await page.locator('select[name=equip]').selectOption({ label: 'AHU 1' });
+  await page.getByRole('button', { name: 'Create 1 point', exact: true }).click();
+  await page.getByText('Created 1 point: spareInput.').waitFor();
+  await page.getByRole('link', { name: 'See them in the points list' }).click();
+  await page.locator('[data-point="demo.ahu1.zoneTemp"] .status', { hasText: 'ok' }).waitFor({ timeout: 20_000 });
+  t.match(await page.locator('[data-point="demo.ahu1.zoneTemp"] [data-val]').innerText(), /^21\.50? °C$/, 'the BACnet point shows its value in the tree');
+  await page.locator('[data-point="demo.ahu1.spareInput"] .status', { hasText: 'ok' }).waitFor({ timeout: 20_000 });
+  t.pass('and the Modbus register too');
+
+  // ---- phone, where the network lets no WebSocket through: values come by watchPoll ----
   const phone = await open(360, 740);
+  allowConsole.push(/WebSocket connection to .*socket\.io.* failed/);
+  await phone.ctx.routeWebSocket(/\/socket\.io\//, (ws) => ws.close({ code: 1011, reason: 'blocked by the test' }));
   await login(phone.page, 'phone');
-  await phone.page.locator('[data-point="demo.ahu1.supplyTemp"] .status', { hasText: 'ok' }).waitFor({ timeout: 20_000 });
+  const phoneSupply = phone.page.locator('[data-point="demo.ahu1.supplyTemp"]');
+  await phoneSupply.locator('.status', { hasText: 'ok' }).waitFor({ timeout: 20_000 });
+  await phone.page.locator('[data-live="poll"]').waitFor();
+  const polls = count('/api/watchPoll');
+  const firstPhone = await phoneSupply.locator('[data-val]').innerText();
+  let laterPhone = firstPhone;
+  for (let i = 0; i < 40 && laterPhone === firstPhone; i++) {
+    await phone.page.waitForTimeout(500);
+    laterPhone = await phoneSupply.locator('[data-val]').innerText();
+  }
+  t.not(laterPhone, firstPhone, `without a socket the value still changes: ${firstPhone} became ${laterPhone}`);
+  t.ok(count('/api/watchPoll') > polls, 'by watchPoll');
   await phone.page.locator('[data-point="demo.boiler.flowTemp"] .status', { hasText: 'down' }).waitFor({ timeout: 20_000 });
-  const overflow = await phone.page.evaluate<number>('document.documentElement.scrollWidth - document.documentElement.clientWidth');
-  t.equal(overflow, 0, 'nothing wider than a 360 px phone');
-  await shot(phone.page, 'phone-points');
+  /** Every page at phone width: nothing wider than the screen, and its screenshot. */
+  const phoneShot = async (name: string): Promise<void> => {
+    const overflow = await phone.page.evaluate<number>('document.documentElement.scrollWidth - document.documentElement.clientWidth');
+    // What sticks out, named in the failure.
+    const wide = await phone.page.evaluate<string[]>(
+      "[...document.querySelectorAll('body *')].filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1).slice(-5).map((e) => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))",
+    );
+    t.equal(overflow, 0, `${name}: nothing wider than a 360 px phone ${wide.join(', ')}`);
+    await shot(phone.page, `phone-${name}`);
+  };
+  await phoneShot('points');
   await phone.page.locator('[data-point="demo.ahu1.returnTemp"]').click();
+  await phone.page.locator('[data-trend]').waitFor();
   await phone.page.locator('.uplot canvas').first().waitFor();
-  await shot(phone.page, 'phone-point');
+  await phone.page.getByRole('heading', { name: 'Trend' }).evaluate((el: { scrollIntoView(o: unknown): void }) => el.scrollIntoView({ block: 'start' }));
+  await phoneShot('point');
+  await phone.page.getByRole('navigation').getByRole('link', { name: 'Points' }).click();
+  await phone.page.locator('[data-point="demo.ahu1.fanSpeed"]').click();
+  await phone.page.locator('tr[data-level="17"]', { hasText: '65 %' }).waitFor();
+  await phone.page.getByRole('heading', { name: 'Override' }).evaluate((el: { scrollIntoView(o: unknown): void }) => el.scrollIntoView({ block: 'start' }));
+  await phoneShot('override');
   await phone.page.getByRole('link', { name: 'Connectors' }).click();
   await phone.page.locator('[data-conn="deadPlc"] .status', { hasText: 'down' }).first().waitFor({ timeout: 20_000 });
-  await shot(phone.page, 'phone-connectors');
+  await phone.page.locator('[data-conn="deadPlc"] .polled').waitFor();
+  await phoneShot('connectors');
+  await phone.page.getByRole('link', { name: 'Discovery' }).click();
+  await phone.page.getByLabel(/^Address/).fill(`127.0.0.2:${device.opts.port}`);
+  await phone.page.getByLabel('Wait (s)').fill('1');
+  await phone.page.getByRole('button', { name: 'Discover' }).click();
+  await phone.page.locator('[data-device="1001"]').getByRole('button', { name: 'Learn its points' }).click({ timeout: 20_000 });
+  await phone.page.getByRole('button', { name: /^Analog inputs/ }).click({ timeout: 20_000 });
+  await phone.page.locator('[data-proposal="zoneHumidity"]').waitFor({ timeout: 20_000 });
+  await phone.page.getByRole('heading', { name: /^2\. Learn/ }).evaluate((el: { scrollIntoView(o: unknown): void }) => el.scrollIntoView({ block: 'start' }));
+  await phoneShot('discovery');
+  await phone.page.getByRole('link', { name: 'Edit' }).click();
+  await phone.page.getByLabel('Name', { exact: true }).waitFor();
+  await phoneShot('edit');
   await phone.page.getByRole('link', { name: 'System' }).click();
   await phone.page.getByRole('cell', { name: ADMIN.username }).waitFor();
-  await shot(phone.page, 'phone-system');
+  await phoneShot('system');
 
   // Logout revokes the token: the page goes back to the login form.
   await phone.page.getByRole('button', { name: 'Log out' }).click();

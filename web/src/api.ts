@@ -172,6 +172,11 @@ export class Session {
     return this.tokens?.username ?? '';
   }
 
+  /** The current access token, for the push socket's handshake (never put in a URL). */
+  get accessToken(): string {
+    return this.tokens?.access ?? '';
+  }
+
   /** The client id and secret remembered on this browser, if any. */
   static rememberedClient(): { clientId: string; clientSecret: string } | undefined {
     try {

@@ -1,13 +1,41 @@
 /**
- * Every connector (Modbus, BACnet) with its connStatus and connErr, its points counted by
+ * Every connector (Modbus, BACnet) with its connStatus and connErr, when it was last polled and
+ * last answered (connLastPoll, connLastOk), its points counted by
  * curStatus, and a switch to disable or enable it (the `disabled` marker, through updateRec).
  * Refreshed every five seconds, so a device that goes down shows at a glance.
  */
 import { useEffect, useState } from 'preact/hooks';
-import { type Row, type Session, grid, refId, str } from '../api.js';
+import { type Row, type Session, grid, refId, str, time } from '../api.js';
 import { Status } from './status.js';
 
 const REF_TAGS = ['modbusConnRef', 'bacnetConnRef'];
+
+/** How long ago an instant was, as a person says it: `4 s ago`, `12 min ago`, `3 h ago`, `2 days ago`. */
+function ago(ms: number): string {
+  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  if (s < 90) return `${s} s ago`;
+  if (s < 90 * 60) return `${Math.round(s / 60)} min ago`;
+  if (s < 36 * 3600) return `${Math.round(s / 3600)} h ago`;
+  return `${Math.round(s / 86400)} days ago`;
+}
+
+/** When the connector was last polled (connLastPoll) and, when that went unanswered, when the device last answered (connLastOk). */
+function Polled({ conn }: { conn: Row }) {
+  const poll = time(conn.connLastPoll);
+  const okAt = time(conn.connLastOk);
+  if (poll === undefined) return <p class="sub">Not polled yet</p>;
+  return (
+    <p class="sub polled" data-last-poll={new Date(poll).toISOString()}>
+      Last polled <time dateTime={new Date(poll).toISOString()} title={new Date(poll).toLocaleString()}>{ago(poll)}</time>
+      {okAt !== poll && (
+        <>
+          {' · '}
+          <strong class="err-text">{okAt === undefined ? 'never answered' : <>last answered <time dateTime={new Date(okAt).toISOString()} title={new Date(okAt).toLocaleString()}>{ago(okAt)}</time></>}</strong>
+        </>
+      )}
+    </p>
+  );
+}
 
 export function Connectors({ session }: { session: Session }) {
   const [conns, setConns] = useState<Row[] | undefined>(undefined);
@@ -82,6 +110,7 @@ export function Connectors({ session }: { session: Session }) {
                   {c.pollTime != null && ` · every ${str(c.pollTime).replace(/^([\d.]+)\s*/, '$1 ')}`}
                 </p>
                 {str(c.connErr) !== '' && <p class="err-text">{str(c.connErr)}</p>}
+                <Polled conn={c} />
                 <p class="counts">
                   {Object.keys(by).length === 0
                     ? 'no points'

@@ -6,7 +6,8 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
-import { ApiError, type Row, type Session, grid, num, refDis, refId, show, str, time } from '../api.js';
+import { ApiError, type Row, type Session, grid, refDis, refId, show, str } from '../api.js';
+import { type Series, loadHistory, rangeText } from '../history.js';
 import { LiveWatch } from '../live.js';
 import { type Live } from './tree.js';
 import { Status } from './status.js';
@@ -18,47 +19,97 @@ function isoDate(d: Date): string {
   return `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
 }
 
-/** The hisRead range text of a choice (wire: interface.md range grammar). */
-function rangeOf(key: RangeKey, from: string, to: string): string {
+/** Local midnight of a date (`2024-03-10`), in ms. */
+function midnight(date: string): number {
+  const [y, m, d] = date.split('-').map(Number);
+  return new Date(y ?? 1970, (m ?? 1) - 1, d ?? 1).getTime();
+}
+
+/** The window of a choice, in ms: days are this device's days (the chart's axis is in its time too). */
+function windowOf(key: RangeKey, from: string, to: string): [number, number] {
+  const now = Date.now();
+  const today = midnight(isoDate(new Date(now)));
   switch (key) {
     case 'today':
+      return [today, now];
     case 'yesterday':
-      return key;
-    case 'week': {
-      const start = new Date(Date.now() - 7 * 86_400_000);
-      return `${start.toISOString().slice(0, 19)}Z UTC`;
+      return [midnight(isoDate(new Date(today - 12 * 3_600_000))), today];
+    case 'week':
+      return [now - 7 * 86_400_000, now];
+    case 'custom': {
+      const end = midnight(to) + 86_400_000;
+      return [midnight(from), Math.min(end, now)];
     }
-    case 'custom':
-      return `${from},${to}`;
   }
 }
 
-function Chart({ data, unit, label }: { data: [number[], number[]]; unit: string; label: string }) {
+interface ChartProps {
+  series: Series;
+  unit: string;
+  label: string;
+  /** The x axis spans the window asked for (seconds), not just the samples in it. */
+  span: [number, number];
+  onZoom: (startMs: number, endMs: number) => void;
+  onReset: () => void;
+}
+
+function Chart({ series, unit, label, span, onZoom, onReset }: ChartProps) {
   const el = useRef<HTMLDivElement>(null);
+  // The handlers change every render; the chart is built once per data.
+  const handlers = useRef({ onZoom, onReset });
+  handlers.current = { onZoom, onReset };
   useEffect(() => {
     const host = el.current;
     if (host === null) return;
     const width = (): number => Math.max(280, host.clientWidth);
+    const band = series.lows !== undefined && series.highs !== undefined;
+    const fmt = (v: number | null): string => (v == null ? '' : `${Number.isInteger(v) ? v : v.toFixed(2)}${unit === '' ? '' : ` ${unit}`}`);
     const plot = new uPlot(
       {
         width: width(),
         height: 260,
-        scales: { x: { time: true } },
-        axes: [{ stroke: '#222', grid: { stroke: '#ddd' } }, { stroke: '#222', grid: { stroke: '#ddd' }, size: 60, values: (_u, vals) => vals.map((v) => `${v}${unit === '' ? '' : ` ${unit}`}`) }],
-        series: [{}, { label, stroke: '#0a58ca', width: 2, points: { show: false } }],
-        cursor: { drag: { x: true, y: false } },
+        scales: { x: { time: true, range: () => span } },
+        axes: [{ stroke: '#222', grid: { stroke: '#ddd' }, space: 90 }, { stroke: '#222', grid: { stroke: '#ddd' }, size: 64, values: (_u, vals) => vals.map((v) => `${v}${unit === '' ? '' : ` ${unit}`}`) }],
+        series: [
+          {},
+          { label: band ? `${label} (mean)` : label, stroke: '#0a58ca', width: 2, points: { show: false }, value: (_u, v) => fmt(v) },
+          ...(band
+            ? [
+                { label: 'min', stroke: '#8fb3ea', width: 1, points: { show: false }, value: (_u: uPlot, v: number | null) => fmt(v) },
+                { label: 'max', stroke: '#8fb3ea', width: 1, points: { show: false }, value: (_u: uPlot, v: number | null) => fmt(v) },
+              ]
+            : []),
+        ],
+        bands: band ? [{ series: [3, 2], fill: 'rgba(10, 88, 202, 0.12)' }] : [],
+        // A drag selects a stretch of time, which is read again (raw once short enough); the
+        // chart does not zoom by itself.
+        cursor: { drag: { x: true, y: false, setScale: false } },
+        hooks: {
+          setSelect: [
+            (u) => {
+              if (u.select.width < 5) return;
+              const a = u.posToVal(u.select.left, 'x');
+              const b = u.posToVal(u.select.left + u.select.width, 'x');
+              u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+              handlers.current.onZoom(a * 1000, b * 1000);
+            },
+          ],
+        },
         legend: { show: true },
       },
-      data,
+      band ? [series.xs, series.ys, series.lows ?? [], series.highs ?? []] : [series.xs, series.ys],
       host,
     );
+    const reset = (): void => handlers.current.onReset();
+    plot.over.addEventListener('dblclick', reset);
     const ro = new ResizeObserver(() => plot.setSize({ width: width(), height: 260 }));
     ro.observe(host);
     return () => {
       ro.disconnect();
+      plot.over.removeEventListener('dblclick', reset);
       plot.destroy();
     };
-  }, [data, unit, label]);
+  }, [series, unit, label, span[0], span[1]]);
   return <div class="chart" ref={el} />;
 }
 
@@ -70,8 +121,13 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
   const today = isoDate(new Date());
   const [from, setFrom] = useState(isoDate(new Date(Date.now() - 2 * 86_400_000)));
   const [to, setTo] = useState(today);
-  const [his, setHis] = useState<{ data: [number[], number[]]; count: number } | undefined>(undefined);
+  /** The range's window, fixed when it is chosen (ms). */
+  const [base, setBase] = useState<[number, number]>(() => windowOf('today', from, to));
+  /** A stretch dragged across the chart, inside the window. */
+  const [zoom, setZoom] = useState<[number, number] | undefined>(undefined);
+  const [his, setHis] = useState<Series | undefined>(undefined);
   const [hisErr, setHisErr] = useState('');
+  const [loading, setLoading] = useState(false);
 
   useEffect(() => {
     let watch: LiveWatch | undefined;
@@ -94,31 +150,25 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
     return () => watch?.stop();
   }, [session, id]);
 
-  const rangeText = rangeOf(range, from, to);
+  const choose = (key: RangeKey, f = from, t = to): void => {
+    setRange(key);
+    setBase(windowOf(key, f, t));
+    setZoom(undefined);
+  };
+  const [start, end] = zoom ?? base;
   useEffect(() => {
     if (rec === undefined || rec.his == null) return;
     let gone = false;
     setHisErr('');
-    void session
-      .op('hisRead', grid([{ id: `r:${refId(rec.id)}`, range: `s:${rangeText}` }]))
-      .then((g) => {
-        if (gone) return;
-        const xs: number[] = [];
-        const ys: number[] = [];
-        for (const r of g.rows) {
-          const t = time(r.ts);
-          const v = r.val === true ? 1 : r.val === false ? 0 : num(r.val)?.val;
-          if (t === undefined || v === undefined) continue;
-          xs.push(t / 1000);
-          ys.push(v);
-        }
-        setHis({ data: [xs, ys], count: xs.length });
-      })
-      .catch((e: unknown) => !gone && setHisErr(e instanceof Error ? e.message : String(e)));
+    setLoading(true);
+    void loadHistory(session, refId(rec.id), str(rec.kind), start, end)
+      .then((s) => !gone && setHis(s))
+      .catch((e: unknown) => !gone && setHisErr(e instanceof Error ? e.message : String(e)))
+      .finally(() => !gone && setLoading(false));
     return () => {
       gone = true;
     };
-  }, [session, rec, rangeText]);
+  }, [session, rec, start, end]);
 
   async function csv(): Promise<void> {
     if (rec === undefined) return;
@@ -126,12 +176,12 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
       const res = await session.fetch('/api/hisRead', {
         method: 'POST',
         headers: { 'Content-Type': 'application/json', Accept: 'text/csv' },
-        body: JSON.stringify(grid([{ id: `r:${refId(rec.id)}`, range: `s:${rangeText}` }])),
+        body: JSON.stringify(grid([{ id: `r:${refId(rec.id)}`, range: `s:${rangeText(start, end)}` }])),
       });
       const url = URL.createObjectURL(await res.blob());
       const a = document.createElement('a');
       a.href = url;
-      a.download = `${str(rec.name) || 'point'}-${range}.csv`;
+      a.download = `${str(rec.name) || 'point'}-${zoom === undefined ? range : 'zoom'}.csv`;
       a.click();
       setTimeout(() => URL.revokeObjectURL(url), 10_000);
     } catch (e) {
@@ -181,7 +231,7 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
                 ['custom', 'Custom'],
               ] as const
             ).map(([k, label]) => (
-              <button type="button" class={range === k ? 'on' : ''} aria-pressed={range === k} onClick={() => setRange(k)}>
+              <button type="button" class={range === k ? 'on' : ''} aria-pressed={range === k} onClick={() => choose(k)}>
                 {label}
               </button>
             ))}
@@ -192,10 +242,16 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
           {range === 'custom' && (
             <div class="row custom">
               <label>
-                From <input type="date" value={from} max={to} onChange={(e) => setFrom(e.currentTarget.value)} />
+                From <input type="date" value={from} max={to} onChange={(e) => {
+                    setFrom(e.currentTarget.value);
+                    choose('custom', e.currentTarget.value, to);
+                  }} />
               </label>
               <label>
-                To <input type="date" value={to} min={from} onChange={(e) => setTo(e.currentTarget.value)} />
+                To <input type="date" value={to} min={from} onChange={(e) => {
+                    setTo(e.currentTarget.value);
+                    choose('custom', from, e.currentTarget.value);
+                  }} />
               </label>
             </div>
           )}
@@ -206,15 +262,29 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
           )}
           {his !== undefined && (
             <>
-              <p class="muted">
-                {his.count} samples · drag across the chart to zoom, double-click to zoom out
+              <p class="muted" data-trend={his.bucket === 'raw' ? 'raw' : 'aggregate'}>
+                {his.bucket === 'raw' ? `${his.xs.length} samples` : `${his.xs.length} averages of ${his.bucket} with their min and max`}
+                {zoom !== undefined && (
+                  <>
+                    {' · zoomed in · '}
+                    <button type="button" class="link" onClick={() => setZoom(undefined)}>
+                      Zoom out
+                    </button>
+                  </>
+                )}
+                {zoom === undefined && ' · drag across the chart to zoom in'}
+                {loading && ' · loading…'}
               </p>
-              {his.count > 0 ? <Chart data={his.data} unit={unit} label={str(rec.dis) || str(rec.name)} /> : <p class="muted">No history in this range.</p>}
+              {his.xs.length > 0 ? (
+                <Chart series={his} unit={unit} label={str(rec.dis) || str(rec.name)} span={[start / 1000, end / 1000]} onZoom={(a, b) => setZoom([Math.max(a, base[0]), Math.min(b, base[1])])} onReset={() => setZoom(undefined)} />
+              ) : (
+                <p class="muted">No history in this range.</p>
+              )}
             </>
           )}
         </div>
       )}
-      {rec.writable != null && <Writes session={session} id={refId(rec.id)} unit={unit} />}
+      {rec.writable != null && <Writes session={session} id={refId(rec.id)} rec={rec} />}
       <div class="card">
         <h2>Tags</h2>
         <table class="tags">

@@ -15,3 +15,12 @@ export function NotAvailable({ what }: { what: string }) {
     </p>
   );
 }
+
+/** How live values reach the page: pushed as they change, or asked for every two seconds (no socket). */
+export function LiveNote({ mode }: { mode: 'push' | 'poll' }) {
+  return (
+    <span class={`live live-${mode}`} data-live={mode}>
+      {mode === 'push' ? ' · live: pushed as they change' : ' · live: every 2 s'}
+    </span>
+  );
+}

@@ -5,8 +5,8 @@
  */
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { type Cell, type Row, type Session, refDis, refId, show, str } from '../api.js';
-import { LiveWatch } from '../live.js';
-import { Status } from './status.js';
+import { type LiveMode, LiveWatch } from '../live.js';
+import { LiveNote, Status } from './status.js';
 
 const ROW_H = 52;
 const OVERSCAN = 8;
@@ -98,6 +98,7 @@ export function Tree({ session }: { session: Session }) {
   const [items, setItems] = useState<Item[] | undefined>(undefined);
   const [err, setErr] = useState('');
   const [live, setLive] = useState<Map<string, Live>>(new Map());
+  const [mode, setMode] = useState<LiveMode | undefined>(undefined);
   const [scroll, setScroll] = useState(0);
   const [height, setHeight] = useState(600);
   const box = useRef<HTMLDivElement>(null);
@@ -119,14 +120,19 @@ export function Tree({ session }: { session: Session }) {
         watch = new LiveWatch(
           session,
           arranged.filter((i) => i.kind === 'point' && i.cur).map((i) => i.id),
-          (rows) =>
+          (rows) => {
+            // Values flow again (after a lost watch was opened anew): an old error no longer holds.
+            setErr('');
             setLive((old) => {
               const next = new Map(old);
               for (const r of rows) next.set(refId(r.id), { curVal: r.curVal, curStatus: str(r.curStatus), curErr: str(r.curErr) });
               return next;
-            }),
+            });
+          },
           (e) => setErr(e instanceof Error ? e.message : String(e)),
         );
+        watch.onMode = setMode;
+        setMode(watch.mode);
         await watch.start();
       } catch (e) {
         if (!gone) setErr(e instanceof Error ? e.message : String(e));
@@ -180,7 +186,10 @@ export function Tree({ session }: { session: Session }) {
           {err}
         </p>
       )}
-      <p class="muted count">{items === undefined ? 'Loading…' : `${points} point${points === 1 ? '' : 's'}`}</p>
+      <p class="muted count-line">
+        <span class="count">{items === undefined ? 'Loading…' : `${points} point${points === 1 ? '' : 's'}`}</span>
+        {mode !== undefined && <LiveNote mode={mode} />}
+      </p>
       <div class="vlist" ref={box} onScroll={(e) => setScroll(e.currentTarget.scrollTop)} >
         <div style={{ height: `${shown.length * ROW_H}px`, position: 'relative' }}>
           {shown.slice(first, last).map((it, k) => {
