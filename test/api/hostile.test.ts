@@ -175,20 +175,35 @@ t.test('413 from Content-Length before reading, per op', async (t) => {
 
 t.test('bodies past the budget in flight are answered 503 with Retry-After', async (t) => {
   const r = await startApp(t, { env: { HAYLOFT_MAX_BODY_BYTES_IN_FLIGHT: String(MIB), HAYLOFT_MAX_REQUEST_BODY_BYTES: String(MIB) } });
-  // A slow upload holds 900 KB of the budget: it announced them and sends a little at a time.
+  // A slow upload holds all but 4 KiB of the budget: it announced them and sends a little at a time.
   const slow = net.connect(r.app.port, '127.0.0.1');
   slow.on('error', () => {});
-  const n = 900 * 1024;
+  const n = MIB - 4096;
   slow.write(`POST /api/read HTTP/1.1\r\nhost: x\r\nauthorization: ${r.auth.authorization as string}\r\ncontent-type: application/json\r\ncontent-length: ${n}\r\n\r\n{"meta":`);
   await new Promise((res) => setTimeout(res, 200));
   const body = `{"meta":{"ver":"3.0"},"cols":[{"name":"filter"}],"rows":[{"filter":"s:site"}]}`.padEnd(300 * 1024, ' ');
   const busy = await request(r.base, '/api/read', { method: 'POST', headers: jsonHeaders(r), body });
   refused(t, busy, 503, ErrorCodes.BUSY, 'a second body past the budget');
   t.equal(busy.headers.get('retry-after'), '2');
+  // GraphQL queries and the administration calls read their bodies under the same budget.
+  const query = JSON.stringify({ query: '{ haystack { search(filter: "site") { entity { id } } } }' }).padEnd(8 * 1024, ' ');
+  const gql = await request(r.base, '/graphql', { method: 'POST', headers: jsonHeaders(r), body: query });
+  refused(t, gql, 503, ErrorCodes.BUSY, 'a GraphQL query past the budget');
+  t.equal(gql.headers.get('retry-after'), '2', 'GraphQL: Retry-After');
+  const user = JSON.stringify({ email: 'new@example.com', name: 'New', roles: ['admin'], password: 'new-password-123' }).padEnd(8 * 1024, ' ');
+  const admin = await request(r.base, '/api/admin/user', { method: 'PUT', headers: jsonHeaders(r), body: user });
+  refused(t, admin, 503, ErrorCodes.BUSY, 'an admin call past the budget');
+  t.equal(admin.headers.get('retry-after'), '2', 'admin: Retry-After');
+  const none = await r.login('new@example.com', 'new-password-123');
+  t.equal(none.status, 400, 'the refused createUser created no one');
   slow.destroy();
   await new Promise((res) => setTimeout(res, 200));
   const after = await request(r.base, '/api/read', { method: 'POST', headers: jsonHeaders(r), body });
   t.equal(after.status, 200, 'the budget is given back when the slow client goes');
+  const gqlAfter = await request(r.base, '/graphql', { method: 'POST', headers: jsonHeaders(r), body: query });
+  t.equal(gqlAfter.status, 200, `GraphQL answers once there is budget (${gqlAfter.text.slice(0, 200)})`);
+  const adminAfter = await request(r.base, '/api/admin/user', { method: 'PUT', headers: jsonHeaders(r), body: user });
+  t.equal(adminAfter.status, 200, `and so does createUser (${adminAfter.text.slice(0, 200)})`);
 });
 
 t.test('slow and idle clients do not pile up', async (t) => {
