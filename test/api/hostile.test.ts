@@ -10,7 +10,7 @@ import { io } from 'socket.io-client';
 import t, { type Test } from 'tap';
 import { HRef, MARKER } from '../../src/haystack/values.js';
 import { ErrorCodes } from '../../src/lib/errors.js';
-import { type Running, startApp } from '../helpers/app.js';
+import { ADMIN, type Running, startApp, tokenRequest } from '../helpers/app.js';
 import { type Answer, errOf, gridOf, postGrid, request } from '../helpers/http.js';
 
 const MIB = 1024 * 1024;
@@ -195,6 +195,15 @@ t.test('bodies past the budget in flight are answered 503 with Retry-After', asy
   const admin = await request(r.base, '/api/admin/user', { method: 'PUT', headers: jsonHeaders(r), body: user });
   refused(t, admin, 503, ErrorCodes.BUSY, 'an admin call past the budget');
   t.equal(admin.headers.get('retry-after'), '2', 'admin: Retry-After');
+  // So do the token endpoint and the password change (in their own answer shapes).
+  const tokenBody = JSON.stringify({ grant_type: 'password', username: 'admin@example.com', password: 'x' }).padEnd(8 * 1024, ' ');
+  const tok = await tokenRequest(r.base, tokenBody);
+  t.equal(tok.status, 503, 'a token request past the budget: 503');
+  t.equal(tok.body.error, 'temporarily_unavailable', 'in the OAuth error shape');
+  t.equal(tok.headers.get('retry-after'), '2', 'token: Retry-After');
+  const pw = await request(r.base, '/api/updatePassword', { method: 'POST', headers: jsonHeaders(r), body: JSON.stringify({ newPassword: 'another-password-1' }).padEnd(8 * 1024, ' ') });
+  t.equal(pw.status, 503, `a password change past the budget: 503 (${pw.text.slice(0, 100)})`);
+  t.equal(pw.headers.get('retry-after'), '2', 'updatePassword: Retry-After');
   const none = await r.login('new@example.com', 'new-password-123');
   t.equal(none.status, 400, 'the refused createUser created no one');
   slow.destroy();
@@ -205,6 +214,7 @@ t.test('bodies past the budget in flight are answered 503 with Retry-After', asy
   t.equal(gqlAfter.status, 200, `GraphQL answers once there is budget (${gqlAfter.text.slice(0, 200)})`);
   const adminAfter = await request(r.base, '/api/admin/user', { method: 'PUT', headers: jsonHeaders(r), body: user });
   t.equal(adminAfter.status, 200, `and so does createUser (${adminAfter.text.slice(0, 200)})`);
+  t.equal((await r.login(ADMIN.username, ADMIN.password)).status, 200, 'the password was not changed, and logins work again');
 });
 
 t.test('slow and idle clients do not pile up', async (t) => {
