@@ -3,8 +3,10 @@
  * so a single run means little), and writing a figure section into docs/performance.md between
  * `<!-- bench:NAME:start -->` and `<!-- bench:NAME:end -->` markers.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -85,4 +87,90 @@ export function serverPid(pid: number): number {
   } catch {
     return pid;
   }
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** The administrator and client a benchmark's daemon is started with. */
+export const BENCH_ADMIN = { username: 'bench@example.com', password: 'bench-password-1' };
+export const BENCH_CLIENT = { id: 'bench', secret: 'bench-client-secret-0123456789' };
+
+export interface Daemon {
+  proc: ChildProcess;
+  /** The server process's own pid (from its "Hayloft is serving" line: the child on Node 20). */
+  pid: number;
+  port: number;
+  base: string;
+  dir: string;
+}
+
+/**
+ * `hayloft serve` as a user starts it: the compiled bin (dist-bench/src/cli.js) on a fresh data
+ * folder, with no Node flags and no GLIBC_TUNABLES from this process (the daemon applies its own,
+ * src/lib/runtime.ts), HTTP and HTTPS on ephemeral ports of 127.0.0.1.
+ */
+export async function startDaemon(args: string[] = [], extraEnv: Record<string, string> = {}): Promise<Daemon> {
+  const cli = new URL('../src/cli.js', import.meta.url).pathname;
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'hayloft-bench-'));
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    HAYLOFT_DATA_DIR: dir,
+    HAYLOFT_HOST: '127.0.0.1',
+    HAYLOFT_PORT: '0',
+    HAYLOFT_HTTPS_PORT: '0',
+    HAYLOFT_TZ: 'UTC',
+    HAYLOFT_LOG_LEVEL: 'info',
+    HAYLOFT_ADMIN_USER: BENCH_ADMIN.username,
+    HAYLOFT_ADMIN_PASSWORD: BENCH_ADMIN.password,
+    HAYLOFT_CLIENT_ID: BENCH_CLIENT.id,
+    HAYLOFT_CLIENT_SECRET: BENCH_CLIENT.secret,
+    ...extraEnv,
+  };
+  // As a user starts it: the runtime settings come from the program, not from this process.
+  delete env.NODE_OPTIONS;
+  delete env.GLIBC_TUNABLES;
+  delete env.HAYLOFT_RELAUNCHED;
+  const proc = spawn(process.execPath, [cli, 'serve', ...args], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const { port, pid } = await new Promise<{ port: number; pid: number }>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`the server did not start: ${out}`)), 60_000);
+    proc.stdout?.on('data', (d: Buffer) => {
+      out += d.toString();
+      for (const line of out.split('\n')) {
+        if (!line.includes('Hayloft is serving')) continue;
+        const j = JSON.parse(line) as { port: number; pid: number };
+        clearTimeout(timer);
+        resolve(j);
+      }
+      // The log goes on (uplink passes, polls): keep only the unfinished line.
+      out = out.slice(out.lastIndexOf('\n') + 1);
+    });
+  });
+  return { proc, pid, port, base: `http://127.0.0.1:${port}`, dir };
+}
+
+export async function stopDaemon(d: Daemon): Promise<void> {
+  const exited = new Promise((r) => d.proc.on('exit', r));
+  d.proc.kill('SIGTERM');
+  await exited;
+  rmSync(d.dir, { recursive: true, force: true });
+}
+
+/** An access token for the bench administrator. */
+export async function loginDaemon(base: string): Promise<string> {
+  const res = await fetch(`${base}/oauth2/token`, {
+    method: 'POST',
+    headers: { authorization: 'Basic ' + Buffer.from(`${BENCH_CLIENT.id}:${BENCH_CLIENT.secret}`).toString('base64'), 'content-type': 'application/json' },
+    body: JSON.stringify({ grant_type: 'password', ...BENCH_ADMIN }),
+  });
+  if (!res.ok) throw new Error(`login: ${res.status} ${await res.text()}`);
+  return ((await res.json()) as { access_token: string }).access_token;
+}
+
+/** POSTs a JSON grid to an op; throws on an error answer. */
+export async function postOp(base: string, token: string, op: string, body: string): Promise<{ rows: Record<string, string>[] }> {
+  const res = await fetch(`${base}/api/${op}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json' }, body });
+  const text = await res.text();
+  if (!res.ok || text.includes('"err"')) throw new Error(`${op}: ${res.status} ${text.slice(0, 300)}`);
+  return JSON.parse(text) as { rows: Record<string, string>[] };
 }

@@ -13,103 +13,17 @@
  *
  *   npm run bench -- memory [--rounds N] [--no-record]
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { hasFlag, machineLine, median, numberArg, recordSection } from './harness.js';
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { procStatus as status, settledRss } from '../test/helpers/rss.js';
+import { hasFlag, loginDaemon as login, machineLine, median, numberArg, postOp as post, recordSection, sleep, startDaemon as startServer, stopDaemon as stopServer } from './harness.js';
 
 const ROUNDS = numberArg('--rounds', 3);
-const CLI = new URL('../src/cli.js', import.meta.url).pathname;
-const ADMIN = { username: 'bench@example.com', password: 'bench-password-1' };
-const CLIENT = { id: 'bench', secret: 'bench-client-secret-0123456789' };
 const POINTS = 1000;
 const EQUIPS = 10;
 const SAMPLES = 1000;
 const T0 = Date.UTC(2024, 0, 1);
 const MIB = 1024 * 1024;
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-function status(pid: number, key: 'VmRSS' | 'VmHWM'): number {
-  const m = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return Number(m?.[1] ?? NaN) * 1024;
-}
-
-/** The median of RSS read every 200 ms for `ms` (after the process settled). */
-async function settledRss(pid: number, ms = 2000): Promise<number> {
-  const xs: number[] = [];
-  for (let t = 0; t < ms; t += 200) {
-    xs.push(status(pid, 'VmRSS'));
-    await sleep(200);
-  }
-  return median(xs);
-}
-
-interface Server {
-  proc: ChildProcess;
-  pid: number;
-  base: string;
-  dir: string;
-}
-
-async function startServer(args: string[]): Promise<Server> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'hayloft-bench-memory-'));
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    HAYLOFT_DATA_DIR: dir,
-    HAYLOFT_HOST: '127.0.0.1',
-    HAYLOFT_PORT: '0',
-    HAYLOFT_TZ: 'UTC',
-    HAYLOFT_LOG_LEVEL: 'info',
-    HAYLOFT_ADMIN_USER: ADMIN.username,
-    HAYLOFT_ADMIN_PASSWORD: ADMIN.password,
-    HAYLOFT_CLIENT_ID: CLIENT.id,
-    HAYLOFT_CLIENT_SECRET: CLIENT.secret,
-  };
-  // As a user starts it: the runtime settings come from the program, not from this process.
-  delete env.NODE_OPTIONS;
-  delete env.GLIBC_TUNABLES;
-  delete env.HAYLOFT_RELAUNCHED;
-  const proc = spawn(process.execPath, [CLI, 'serve', ...args], { env, stdio: ['ignore', 'pipe', 'inherit'] });
-  const { port, pid } = await new Promise<{ port: number; pid: number }>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`the server did not start: ${out}`)), 60_000);
-    proc.stdout?.on('data', (d: Buffer) => {
-      out += d.toString();
-      for (const line of out.split('\n')) {
-        if (!line.includes('Hayloft is serving')) continue;
-        const j = JSON.parse(line) as { port: number; pid: number };
-        clearTimeout(timer);
-        resolve(j);
-      }
-    });
-  });
-  return { proc, pid, base: `http://127.0.0.1:${port}`, dir };
-}
-
-async function stopServer(s: Server): Promise<void> {
-  const exited = new Promise((r) => s.proc.on('exit', r));
-  s.proc.kill('SIGTERM');
-  await exited;
-  rmSync(s.dir, { recursive: true, force: true });
-}
-
-async function login(base: string): Promise<string> {
-  const res = await fetch(`${base}/oauth2/token`, {
-    method: 'POST',
-    headers: { authorization: 'Basic ' + Buffer.from(`${CLIENT.id}:${CLIENT.secret}`).toString('base64'), 'content-type': 'application/json' },
-    body: JSON.stringify({ grant_type: 'password', ...ADMIN }),
-  });
-  if (!res.ok) throw new Error(`login: ${res.status} ${await res.text()}`);
-  return ((await res.json()) as { access_token: string }).access_token;
-}
-
-async function post(base: string, token: string, op: string, body: string): Promise<{ rows: Record<string, string>[] }> {
-  const res = await fetch(`${base}/api/${op}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json' }, body });
-  const text = await res.text();
-  if (!res.ok || text.includes('"err"')) throw new Error(`${op}: ${res.status} ${text.slice(0, 300)}`);
-  return JSON.parse(text) as { rows: Record<string, string>[] };
-}
 
 const grid = (rows: object[]): string => JSON.stringify({ meta: { ver: '3.0' }, cols: [], rows }).replace('"cols":[]', `"cols":${JSON.stringify(colsOf(rows))}`);
 function colsOf(rows: object[]): { name: string }[] {

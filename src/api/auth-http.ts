@@ -12,6 +12,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthService, Principal } from '../auth/auth.js';
 import { ErrorCodes, HayloftError, isHayloftError } from '../lib/errors.js';
 import { hasBody, readBodyText } from './body.js';
+import type { BodyBudget } from './guard.js';
 import { statusOf } from './http-errors.js';
 
 /** Token requests are small; a smaller limit than grids keeps junk out cheaply. */
@@ -24,6 +25,8 @@ const OAUTH_ERROR: Partial<Record<string, string>> = {
   [ErrorCodes.UNSUPPORTED_GRANT]: 'unsupported_grant_type',
   [ErrorCodes.INVALID_TOKEN_REQUEST]: 'invalid_request',
   [ErrorCodes.UNAUTHORIZED]: 'invalid_token',
+  // RFC 6749 §4.1.2.1's word for "try again later" (503 with Retry-After).
+  [ErrorCodes.BUSY]: 'temporarily_unavailable',
 };
 
 function tokenRequestError(message: string): HayloftError {
@@ -72,10 +75,10 @@ function basicOf(req: IncomingMessage): { id: string; secret: string } {
 }
 
 /** A JSON or form body as string fields. */
-async function formOf(req: IncomingMessage): Promise<Record<string, string>> {
+async function formOf(req: IncomingMessage, budget: BodyBudget | undefined): Promise<Record<string, string>> {
   if (!hasBody(req)) return {};
   const type = (req.headers['content-type'] ?? 'application/json').split(';')[0]?.trim().toLowerCase();
-  const text = await readBodyText(req, TOKEN_BODY_MAX, { limitName: 'fixed for token requests' });
+  const text = await readBodyText(req, TOKEN_BODY_MAX, { limitName: 'fixed for token requests', ...(budget === undefined ? {} : { budget }) });
   const out: Record<string, string> = {};
   if (type === 'application/x-www-form-urlencoded') {
     for (const [k, v] of new URLSearchParams(text)) out[k] = v;
@@ -129,7 +132,11 @@ export interface AuthHttp {
   principal(req: IncomingMessage): Principal | Promise<Principal>;
 }
 
-export function authHttp(auth: AuthService, onUnexpected: (req: IncomingMessage, e: unknown) => void): AuthHttp {
+/**
+ * `budget`: the server's budget of bodies in flight; token and password bodies are read under it
+ * as every other body is (503 with Retry-After past it).
+ */
+export function authHttp(auth: AuthService, onUnexpected: (req: IncomingMessage, e: unknown) => void, budget?: BodyBudget): AuthHttp {
   function oauthError(req: IncomingMessage, res: ServerResponse, e: unknown): void {
     if (!isHayloftError(e) || OAUTH_ERROR[e.code] === undefined) {
       if (isHayloftError(e) && statusOf(e) < 500) {
@@ -152,7 +159,7 @@ export function authHttp(auth: AuthService, onUnexpected: (req: IncomingMessage,
       try {
         refuseImpersonation(req);
         const client = basicOf(req);
-        const form = await formOf(req);
+        const form = await formOf(req, budget);
         const grant = form.grant_type;
         let answer;
         if (grant === 'password') {
@@ -201,7 +208,8 @@ export function authHttp(auth: AuthService, onUnexpected: (req: IncomingMessage,
       }
       try {
         refuseImpersonation(req);
-        const form = await formOf(req).catch(() => {
+        const form = await formOf(req, budget).catch((e: unknown) => {
+          if (isHayloftError(e, ErrorCodes.BUSY)) throw e;
           throw new HayloftError(ErrorCodes.BAD_REQUEST, 'send a JSON object: {"newPassword": "..."}');
         });
         const pw = form.newPassword ?? form.password;
@@ -210,7 +218,10 @@ export function authHttp(auth: AuthService, onUnexpected: (req: IncomingMessage,
         sendText(res, 200, 'Password updated. Other sessions of this user were logged out.');
       } catch (e) {
         if (isHayloftError(e) && statusOf(e) < 500) sendText(res, 400, e.message);
-        else {
+        else if (isHayloftError(e, ErrorCodes.BUSY)) {
+          res.setHeader('Retry-After', String(e.retryAfter ?? 1));
+          sendText(res, 503, e.message);
+        } else {
           onUnexpected(req, e);
           sendText(res, 500, 'unexpected server error');
         }

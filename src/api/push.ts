@@ -16,8 +16,21 @@
  * again every `authCheckMs` (expired, revoked, user gone: disconnected; changed permissions apply
  * to the next events); a socket whose unsent packets pass `maxQueued` is a slow consumer and is
  * disconnected rather than buffered without bound (it can poll, or reconnect and refresh).
+ *
+ * Limits: socket.io's requests are the server's like any other (server.ts, guard.ts). The
+ * engine is not attached to the node servers (engine.io would take their `request` listener and
+ * answer its paths before the server saw them): `/socket.io/` is a route, so its requests are
+ * tracked (metrics, the drain at close), fall under the header and request timeouts and the
+ * budget of bodies in flight; a polling packet whose Content-Length is over PACKET_MAX is a 413
+ * before a byte is read; websocket upgrades come through the servers' `upgrade` event, past the
+ * cap of connections per address. Engine.IO sessions (a polling session costs memory but holds
+ * no connection) are capped per address at `maxConnectionsPerAddress` too. One engine serves
+ * HTTP and HTTPS, so close() ends the sockets of both.
  */
 import type http from 'node:http';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { Server as Engine, type Socket as EngineSocket } from 'engine.io';
 import { Server as IoServer, type Namespace, type Socket } from 'socket.io';
 import type { AuthService, Principal } from '../auth/auth.js';
 import { encodeVal, type JsonValue } from '../haystack/json.js';
@@ -25,7 +38,8 @@ import { HRef, type HDict } from '../haystack/values.js';
 import { ErrorCodes, HayloftError, isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { Visible, WatchManager } from '../watch/index.js';
-import type { RouteGroup } from './routes.js';
+import { checkLength, hasBody } from './body.js';
+import type { RouteGroup, RouteKit } from './routes.js';
 
 export interface PushOptions {
   /** Null only on a server without authentication (tests of the mechanics). */
@@ -39,6 +53,10 @@ export interface PushOptions {
 }
 
 export const DEFAULT_MAX_QUEUED = 50_000;
+
+/** Largest body of a polling request (and websocket message): clients send nothing but pings and connects. */
+export const PACKET_MAX = 16 * 1024;
+const PATH = '/socket.io/';
 
 /** What one socket on one watch holds. */
 class PushClient {
@@ -87,7 +105,6 @@ export function pushGroup(opts: PushOptions): RouteGroup {
   const dirty = new Set<PushClient>();
   let flushing: NodeJS.Immediate | undefined;
   let checker: NodeJS.Timeout | undefined;
-  let io: IoServer | undefined;
 
   async function principalOf(token: string, impersonate: string | undefined): Promise<Principal | null> {
     if (auth === null) return null;
@@ -221,29 +238,79 @@ export function pushGroup(opts: PushOptions): RouteGroup {
     });
   }
 
-  return {
-    attach(server: http.Server) {
-      io = new IoServer(server, {
-        path: '/socket.io',
-        allowEIO3: true,
-        serveClient: false,
-        // Clients send nothing but pings; a small bound keeps junk out.
-        maxHttpBufferSize: 16 * 1024,
-        cleanupEmptyChildNamespaces: true,
+  /** Engine.IO sessions per client address (polling and websocket): capped like connections. */
+  const sessions = new Map<string, number>();
+  let maxSessions = Infinity;
+
+  function engineOf(kit: RouteKit): Engine {
+    maxSessions = kit.limits.maxConnectionsPerAddress;
+    const engine = new Engine({
+      allowEIO3: true,
+      // Clients send nothing but pings; a small bound keeps junk out.
+      maxHttpBufferSize: PACKET_MAX,
+      // Called for new sessions only (a handshake, polling or websocket).
+      allowRequest: (req, fn) => {
+        const addr = req.socket.remoteAddress ?? '';
+        if ((sessions.get(addr) ?? 0) >= maxSessions) fn(`too many sessions from one address (maxConnectionsPerAddress ${maxSessions})`, false);
+        else fn(null, true);
+      },
+    });
+    engine.on('connection', (socket: EngineSocket) => {
+      const addr = socket.remoteAddress;
+      sessions.set(addr, (sessions.get(addr) ?? 0) + 1);
+      socket.once('close', () => {
+        const left = (sessions.get(addr) ?? 1) - 1;
+        if (left <= 0) sessions.delete(addr);
+        else sessions.set(addr, left);
       });
+    });
+    return engine;
+  }
+
+  let engine: Engine | undefined;
+
+  return {
+    routes(kit) {
+      engine = engineOf(kit);
+      const io = new IoServer({ serveClient: false, cleanupEmptyChildNamespaces: true });
+      io.bind(engine);
       // One namespace per watch: `/<watchId>`.
       onNamespace(io.of(/^\/[^/]+$/));
+      const e = engine;
+      kit.route(
+        'ALL',
+        `${PATH}*`,
+        (req, res) => {
+          // A polling packet: 413 from Content-Length before reading, and its bytes under the
+          // budget of bodies in flight (the whole limit for a chunked one) until it is answered.
+          if (hasBody(req)) {
+            checkLength(req, PACKET_MAX, 'fixed for socket.io packets');
+            const n = Math.min(PACKET_MAX, Number(req.headers['content-length'] ?? PACKET_MAX) || PACKET_MAX);
+            kit.budget.take(n);
+            res.once('close', () => kit.budget.give(n));
+          }
+          e.handleRequest(req, res);
+        },
+        'push',
+      );
       const ms = opts.authCheckMs ?? 2_000;
       checker = setInterval(checkTokens, ms);
       checker.unref();
+    },
+    attach(server: http.Server) {
+      // Websockets: the upgrade of a request the server parsed (headers timeout, connection cap).
+      server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+        if (engine !== undefined && (req.url ?? '').startsWith(PATH)) engine.handleUpgrade(req, socket, head);
+        else socket.destroy();
+      });
     },
     close() {
       if (checker !== undefined) clearInterval(checker);
       if (flushing !== undefined) clearImmediate(flushing);
       for (const c of clients) c.unlisten?.();
       clients.clear();
-      // The engine only: io.close() would close the HTTP server, which the server closes itself.
-      io?.engine.close();
+      // The engine only: io.close() would close the HTTP servers, which the server closes itself.
+      engine?.close();
     },
   };
 }

@@ -41,7 +41,10 @@ export interface RouteKit {
 export interface RouteGroup {
   /** Registers the group's routes; they win over `/api/<op>` for the same path. */
   routes?(kit: RouteKit): void;
-  /** Given the node server once, before it listens (for an `upgrade` listener). */
+  /**
+   * Given each node server (HTTP, and HTTPS when it starts) before it listens, for an `upgrade`
+   * listener: state shared by both belongs in the group, not per server.
+   */
   attach?(server: http.Server, kit: RouteKit): void;
   /** At close, before requests in flight are awaited: ends long-lived connections (sockets). */
   close?(): Promise<void> | void;

@@ -107,6 +107,7 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     // Last: /api/:op must not shadow the routes above.
     ops,
   ];
+  const budget = new BodyBudget(limits.maxBodyBytesInFlight);
   const kit: RouteKit = {
     route,
     respond,
@@ -114,10 +115,10 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     auth:
       opts.auth === null
         ? null
-        : authHttp(opts.auth, (req, e) => log.error({ err: e, reqId: respond.exchangeOf(req).id, path: pathOf(req) }, 'unexpected error in authentication')),
+        : authHttp(opts.auth, (req, e) => log.error({ err: e, reqId: respond.exchangeOf(req).id, path: pathOf(req) }, 'unexpected error in authentication'), budget),
     maxBodyBytes: opts.maxBodyBytes,
     limits,
-    budget: new BodyBudget(limits.maxBodyBytesInFlight),
+    budget,
   };
 
   function route(method: RouteMethod, path: string, handler: RouteHandler, name?: string): void {

@@ -6,10 +6,11 @@
  * changes nothing, and the server answers the next request.
  */
 import net from 'node:net';
+import { io } from 'socket.io-client';
 import t, { type Test } from 'tap';
 import { HRef, MARKER } from '../../src/haystack/values.js';
 import { ErrorCodes } from '../../src/lib/errors.js';
-import { type Running, startApp } from '../helpers/app.js';
+import { ADMIN, type Running, startApp, tokenRequest } from '../helpers/app.js';
 import { type Answer, errOf, gridOf, postGrid, request } from '../helpers/http.js';
 
 const MIB = 1024 * 1024;
@@ -175,24 +176,49 @@ t.test('413 from Content-Length before reading, per op', async (t) => {
 
 t.test('bodies past the budget in flight are answered 503 with Retry-After', async (t) => {
   const r = await startApp(t, { env: { HAYLOFT_MAX_BODY_BYTES_IN_FLIGHT: String(MIB), HAYLOFT_MAX_REQUEST_BODY_BYTES: String(MIB) } });
-  // A slow upload holds 900 KB of the budget: it announced them and sends a little at a time.
+  // A slow upload holds all but 4 KiB of the budget: it announced them and sends a little at a time.
   const slow = net.connect(r.app.port, '127.0.0.1');
   slow.on('error', () => {});
-  const n = 900 * 1024;
+  const n = MIB - 4096;
   slow.write(`POST /api/read HTTP/1.1\r\nhost: x\r\nauthorization: ${r.auth.authorization as string}\r\ncontent-type: application/json\r\ncontent-length: ${n}\r\n\r\n{"meta":`);
   await new Promise((res) => setTimeout(res, 200));
   const body = `{"meta":{"ver":"3.0"},"cols":[{"name":"filter"}],"rows":[{"filter":"s:site"}]}`.padEnd(300 * 1024, ' ');
   const busy = await request(r.base, '/api/read', { method: 'POST', headers: jsonHeaders(r), body });
   refused(t, busy, 503, ErrorCodes.BUSY, 'a second body past the budget');
   t.equal(busy.headers.get('retry-after'), '2');
+  // GraphQL queries and the administration calls read their bodies under the same budget.
+  const query = JSON.stringify({ query: '{ haystack { search(filter: "site") { entity { id } } } }' }).padEnd(8 * 1024, ' ');
+  const gql = await request(r.base, '/graphql', { method: 'POST', headers: jsonHeaders(r), body: query });
+  refused(t, gql, 503, ErrorCodes.BUSY, 'a GraphQL query past the budget');
+  t.equal(gql.headers.get('retry-after'), '2', 'GraphQL: Retry-After');
+  const user = JSON.stringify({ email: 'new@example.com', name: 'New', roles: ['admin'], password: 'new-password-123' }).padEnd(8 * 1024, ' ');
+  const admin = await request(r.base, '/api/admin/user', { method: 'PUT', headers: jsonHeaders(r), body: user });
+  refused(t, admin, 503, ErrorCodes.BUSY, 'an admin call past the budget');
+  t.equal(admin.headers.get('retry-after'), '2', 'admin: Retry-After');
+  // So do the token endpoint and the password change (in their own answer shapes).
+  const tokenBody = JSON.stringify({ grant_type: 'password', username: 'admin@example.com', password: 'x' }).padEnd(8 * 1024, ' ');
+  const tok = await tokenRequest(r.base, tokenBody);
+  t.equal(tok.status, 503, 'a token request past the budget: 503');
+  t.equal(tok.body.error, 'temporarily_unavailable', 'in the OAuth error shape');
+  t.equal(tok.headers.get('retry-after'), '2', 'token: Retry-After');
+  const pw = await request(r.base, '/api/updatePassword', { method: 'POST', headers: jsonHeaders(r), body: JSON.stringify({ newPassword: 'another-password-1' }).padEnd(8 * 1024, ' ') });
+  t.equal(pw.status, 503, `a password change past the budget: 503 (${pw.text.slice(0, 100)})`);
+  t.equal(pw.headers.get('retry-after'), '2', 'updatePassword: Retry-After');
+  const none = await r.login('new@example.com', 'new-password-123');
+  t.equal(none.status, 400, 'the refused createUser created no one');
   slow.destroy();
   await new Promise((res) => setTimeout(res, 200));
   const after = await request(r.base, '/api/read', { method: 'POST', headers: jsonHeaders(r), body });
   t.equal(after.status, 200, 'the budget is given back when the slow client goes');
+  const gqlAfter = await request(r.base, '/graphql', { method: 'POST', headers: jsonHeaders(r), body: query });
+  t.equal(gqlAfter.status, 200, `GraphQL answers once there is budget (${gqlAfter.text.slice(0, 200)})`);
+  const adminAfter = await request(r.base, '/api/admin/user', { method: 'PUT', headers: jsonHeaders(r), body: user });
+  t.equal(adminAfter.status, 200, `and so does createUser (${adminAfter.text.slice(0, 200)})`);
+  t.equal((await r.login(ADMIN.username, ADMIN.password)).status, 200, 'the password was not changed, and logins work again');
 });
 
 t.test('slow and idle clients do not pile up', async (t) => {
-  const r = await startApp(t, { env: { HAYLOFT_HEADERS_TIMEOUT_MS: '1000', HAYLOFT_KEEP_ALIVE_TIMEOUT_MS: '300', HAYLOFT_MAX_CONNECTIONS_PER_ADDRESS: '8' } });
+  const r = await startApp(t, { env: { HAYLOFT_HEADERS_TIMEOUT_MS: '1000', HAYLOFT_REQUEST_TIMEOUT_MS: '2000', HAYLOFT_KEEP_ALIVE_TIMEOUT_MS: '300', HAYLOFT_MAX_CONNECTIONS_PER_ADDRESS: '8' } });
   const closed = (s: net.Socket): Promise<string> =>
     new Promise((resolve) => {
       let got = '';
@@ -210,6 +236,26 @@ t.test('slow and idle clients do not pile up', async (t) => {
     const got = await done;
     clearInterval(drip);
     t.match(got, /^HTTP\/1\.1 408/, 'answered 408 and closed');
+  });
+
+  t.test('a websocket upgrade to /socket.io dribbled in is cut the same way', async (t) => {
+    const s = net.connect(r.app.port, '127.0.0.1');
+    const done = closed(s);
+    s.write('GET /socket.io/?EIO=4&transport=websocket HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: Upgrade\r\n');
+    const drip = setInterval(() => s.writable && s.write('x-slow: 1\r\n'), 200);
+    const got = await done;
+    clearInterval(drip);
+    t.match(got, /^HTTP\/1\.1 408/, 'answered 408 and closed');
+  });
+
+  t.test('a socket.io polling body dribbled in is cut after requestTimeoutMs', async (t) => {
+    const s = net.connect(r.app.port, '127.0.0.1');
+    const done = closed(s);
+    s.write('POST /socket.io/?EIO=4&transport=polling&sid=x HTTP/1.1\r\nhost: x\r\ncontent-type: text/plain\r\ncontent-length: 1000\r\n\r\n4');
+    const drip = setInterval(() => s.writable && s.write('0'), 200);
+    const got = await done;
+    clearInterval(drip);
+    t.match(got, /^HTTP\/1\.1 (408|400)/, `cut, not held open (${got.slice(0, 40)})`);
   });
 
   t.test('idle keep-alive sockets are closed after keepAliveTimeoutMs', async (t) => {
@@ -230,4 +276,59 @@ t.test('slow and idle clients do not pile up', async (t) => {
     await Promise.all(ends);
     await stillServes(t, r);
   });
+});
+
+t.test('socket.io requests are under the same limits as the rest', async (t) => {
+  const r = await startApp(t, { env: { HAYLOFT_MAX_CONNECTIONS_PER_ADDRESS: '4', HAYLOFT_MAX_BODY_BYTES_IN_FLIGHT: String(MIB), HAYLOFT_MAX_REQUEST_BODY_BYTES: String(MIB) } });
+  const sleep = (ms: number): Promise<void> => new Promise((res) => setTimeout(res, ms));
+
+  // Websockets: six from one address, at most four get through.
+  const sockets = Array.from({ length: 6 }, () => io(r.base, { path: '/socket.io', transports: ['websocket'], reconnection: false, forceNew: true, timeout: 5000 }));
+  const outcomes = await Promise.all(
+    sockets.map((s) => new Promise<string>((resolve) => {
+      s.once('connect', () => resolve('connected'));
+      s.once('connect_error', (e: Error) => resolve(`refused: ${e.message}`));
+    })),
+  );
+  const connected = outcomes.filter((o) => o === 'connected').length;
+  t.ok(connected >= 1 && connected <= 4, `websockets past maxConnectionsPerAddress are refused (${connected} of 6 connected)`);
+  for (const s of sockets) s.close();
+  await sleep(300);
+
+  // Polling sessions hold no connection between polls: they are capped per address too.
+  const handshake = (): Promise<Answer> => request(r.base, '/socket.io/?EIO=4&transport=polling');
+  const shakes: Answer[] = [];
+  for (let i = 0; i < 6; i++) shakes.push(await handshake());
+  const sids = shakes.filter((a) => a.status === 200 && a.text.startsWith('0{')).map((a) => (JSON.parse(a.text.slice(1)) as { sid: string }).sid);
+  t.equal(sids.length, 4, `four polling sessions (${shakes.map((a) => a.status).join(' ')})`);
+  t.equal(shakes[5]?.status, 403, 'the fifth and sixth are refused');
+  t.match(shakes[5]?.text, /maxConnectionsPerAddress/);
+  const sid = sids[0] as string;
+  const poll = `/socket.io/?EIO=4&transport=polling&sid=${sid}`;
+
+  // A polling packet over its limit: 413 from Content-Length, before reading, as an error grid.
+  const huge = await rawPost(r.app.port, poll, { 'content-type': 'text/plain;charset=UTF-8', 'content-length': 200 * MIB }, 8 * MIB);
+  t.equal(statusOf(huge.response), 413, `413 (got ${huge.response.slice(0, 80)}; write error ${huge.writeError ?? 'none'})`);
+  t.equal(bodyOf(huge.response).meta?.errCode, `s:${ErrorCodes.TOO_LARGE}`);
+  t.match(bodyOf(huge.response).meta?.dis, /limit of 16,384 bytes/);
+
+  // Polling bodies are read under the budget of bodies in flight.
+  const slow = net.connect(r.app.port, '127.0.0.1');
+  slow.on('error', () => {});
+  slow.write(`POST /api/read HTTP/1.1\r\nhost: x\r\nauthorization: ${r.auth.authorization as string}\r\ncontent-type: application/json\r\ncontent-length: ${MIB - 4096}\r\n\r\n{"meta":`);
+  await sleep(200);
+  const packet = '40'.padEnd(8 * 1024, ' ');
+  const busy = await request(r.base, poll, { method: 'POST', headers: { 'content-type': 'text/plain;charset=UTF-8' }, body: packet });
+  refused(t, busy, 503, ErrorCodes.BUSY, 'a polling packet past the budget');
+  t.equal(busy.headers.get('retry-after'), '2');
+  slow.destroy();
+  await sleep(200);
+  const ok = await request(r.base, `/socket.io/?EIO=4&transport=polling&sid=${sids[1] as string}`, { method: 'POST', headers: { 'content-type': 'text/plain;charset=UTF-8' }, body: '40' });
+  t.equal(ok.status, 200, `the engine reads it once there is budget (${ok.text})`);
+
+  // Counted in the metrics like every request.
+  const metrics = await request(r.base, '/metrics', { headers: r.auth });
+  t.match(metrics.text, /hayloft_http_requests_total\{op="push",status="200"\} \d+/, 'socket.io requests are in the metrics');
+  t.match(metrics.text, /hayloft_http_requests_total\{op="push",status="413"\} 1/);
+  await stillServes(t, r);
 });

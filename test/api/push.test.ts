@@ -169,3 +169,28 @@ t.test('an expired lease ends the sockets; a slow consumer is dropped', async (t
   const poll = await postGrid(base, 'watchPoll', grid({ watchId: w2 }), { headers: s.auth });
   t.equal(poll.grid?.size, 20, 'its changes are still there to poll');
 });
+
+t.test('push over HTTP and HTTPS at once; stop() ends the sockets of both', async (t) => {
+  const s = await startApp(t);
+  const ids = await points(s, 1);
+  const watchId = await watchSub(s.base, s.auth, ids);
+  const plain = connect(s.base, watchId, s.token);
+  const secure = io(`https://127.0.0.1:${s.app.httpsPort}/${watchId}`, {
+    path: '/socket.io',
+    transports: ['websocket'],
+    extraHeaders: { authorization: `Bearer ${s.token}` },
+    reconnection: false,
+    forceNew: true,
+    // The self-signed certificate made at first start.
+    rejectUnauthorized: false,
+  });
+  t.teardown(() => {
+    plain.close();
+    secure.close();
+  });
+  await Promise.all([next(plain, 'connect'), next(secure, 'connect')]);
+  const ends = Promise.all([next<string>(plain, 'disconnect'), next<string>(secure, 'disconnect')]);
+  const stopped = await Promise.race([s.stop().then(() => 'stopped'), new Promise((res) => setTimeout(() => res('still stopping after 8 s'), 8000))]);
+  t.equal(stopped, 'stopped', 'stop() does not wait on open sockets');
+  t.same((await ends).length, 2, 'both sockets were ended by the server');
+});

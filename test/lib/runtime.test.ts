@@ -23,7 +23,7 @@ t.test('missing settings', async (t) => {
 
 t.test('hayloft serve started without flags runs with them', async (t) => {
   const dir = tempDir(t);
-  const env: NodeJS.ProcessEnv = { ...process.env, HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_ADMIN_PASSWORD: 'runtime-test-pw' };
+  const env: NodeJS.ProcessEnv = { ...process.env, HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_HTTPS_PORT: '0', HAYLOFT_ADMIN_PASSWORD: 'runtime-test-pw' };
   delete env.GLIBC_TUNABLES;
   delete env.NODE_OPTIONS;
   delete env.HAYLOFT_RELAUNCHED;

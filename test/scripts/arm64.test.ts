@@ -41,6 +41,8 @@ t.test('serve --demo on arm64 under qemu: starts, polls, answers health', { skip
       HAYLOFT_DATA_DIR: dir,
       HAYLOFT_HOST: '127.0.0.1',
       HAYLOFT_PORT: '0',
+      // Not the default 8443: another test (or another checkout's run) may hold it.
+      HAYLOFT_HTTPS_PORT: '0',
       HAYLOFT_TZ: 'UTC',
       HAYLOFT_ADMIN_USER: ADMIN.username,
       HAYLOFT_ADMIN_PASSWORD: ADMIN.password,

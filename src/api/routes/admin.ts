@@ -24,9 +24,9 @@ function bad(message: string): HayloftError {
   return new HayloftError(ErrorCodes.BAD_REQUEST, message);
 }
 
-async function jsonObject(req: IncomingMessage): Promise<Record<string, unknown>> {
+async function jsonObject(kit: RouteKit, req: IncomingMessage): Promise<Record<string, unknown>> {
   if (!hasBody(req)) throw bad('send a JSON object: {"email", "name", "description", "roles", "password"}');
-  const text = await readBodyText(req, ADMIN_BODY_MAX);
+  const text = await readBodyText(req, ADMIN_BODY_MAX, { limitName: 'fixed for admin calls', budget: kit.budget });
   let j: unknown;
   try {
     j = JSON.parse(text);
@@ -63,7 +63,7 @@ export function adminRoutes(auth: AuthService): RouteGroup {
         '/api/admin/user',
         async (req, res) => {
           const p = await adminPrincipal(kit, req, 'creating a user');
-          const body = await jsonObject(req);
+          const body = await jsonObject(kit, req);
           const email = text(body, 'email', true) as string;
           const name = text(body, 'name', false);
           const description = text(body, 'description', false);
