@@ -1,32 +1,30 @@
 /**
- * bench/api: read throughput of the REST API on loopback with an authenticated client, beside a
- * bare node:http handler answering a fixed small body, measured with the same load settings
- * (wrk, one thread, 4 connections) in the same run, rounds interleaved, medians reported.
+ * bench/api: read throughput of the REST API as users run it: `hayloft serve` as its own process
+ * (started by its bin, startDaemon in bench/harness.ts), wrk as the client (one thread, 4 connections), every
+ * request with a bearer token, answers in JSON. Requests are shaped as clients send them: GET
+ * with the query in the URL, and POST with a JSON grid body (and a Zinc one for read by id), as
+ * the interface describes. The baseline of the same run is a bare node:http server (its own
+ * process too) answering a 100-byte body to GET and to POST with the same wrk settings.
  *
- * Data: 1 site, 10 equips, N points (1,000 and 10,000) with typical tags. Cases: read by id,
- * read `point and his` (every point), read `his and equipRef==@<equip>` (one equip's points).
+ * Data: 1 site, 10 equips, N points (1,000 and 10,000) with typical tags, created over REST.
+ * Cases: read by id; read `point and his` (every point); read `his and equipRef==@<equip>` (one
+ * equip's points).
  *
  *   npm run bench -- api [--rounds N] [--seconds S] [--no-record]
  *
  * Needs wrk (Debian package `wrk`); installed with apt-get when missing and running as root.
  */
 import { execFile, spawnSync } from 'node:child_process';
-import { promisify } from 'node:util';
-import http from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { App } from '../src/app.js';
-import { loadConfig } from '../src/config/index.js';
-import { findTimeZone } from '../src/haystack/tz.js';
-import type { HRef} from '../src/haystack/values.js';
-import { HDict, HNumber, MARKER } from '../src/haystack/values.js';
-import { silentLogger } from '../src/lib/log.js';
-import { fmtRate, hasFlag, machineLine, median, numberArg, recordSection } from './harness.js';
+import { promisify } from 'node:util';
+import { type Bare, type Daemon, fmtRate, hasFlag, jsonGrid, loginDaemon, machineLine, median, numberArg, postOp, recordSection, startBare, startDaemon, stopDaemon } from './harness.js';
 
-const ROUNDS = numberArg('--rounds', 5);
+const ROUNDS = numberArg('--rounds', 3);
 const SECONDS = numberArg('--seconds', 5);
 const CONNECTIONS = 4;
+const scripts = mkdtempSync(path.join(os.tmpdir(), 'hayloft-bench-wrk-'));
 
 function ensureWrk(): void {
   if (spawnSync('wrk', ['--version']).error === undefined) return;
@@ -38,120 +36,111 @@ function ensureWrk(): void {
   throw new Error('bench/api needs wrk: apt-get install -y wrk');
 }
 
-/** Requests per second reported by wrk for one URL (asynchronously: the server under test runs in this process). */
-async function wrk(url: string, headers: Record<string, string>, seconds = SECONDS): Promise<number> {
-  const h = Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]);
-  const { stdout: out } = await promisify(execFile)('wrk', ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', ...h, url], { encoding: 'utf8' });
+interface Shot {
+  url: string;
+  headers: Record<string, string>;
+  /** A POST body; GET without. */
+  body?: string;
+}
+
+let scriptNo = 0;
+/** A wrk Lua script that POSTs `body` (wrk's own way of sending a body). */
+function postScript(body: string): string {
+  const file = path.join(scripts, `post${scriptNo++}.lua`);
+  writeFileSync(file, `wrk.method = "POST"\nwrk.body = ${JSON.stringify(body)}\n`);
+  return file;
+}
+
+/** Requests per second reported by wrk for one request shape. */
+async function wrk(shot: Shot, seconds = SECONDS): Promise<number> {
+  const h = Object.entries(shot.headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]);
+  const s = shot.body === undefined ? [] : ['-s', postScript(shot.body)];
+  const { stdout: out } = await promisify(execFile)('wrk', ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, ...s, ...h, shot.url], { encoding: 'utf8' });
   const m = /Requests\/sec:\s+([\d.]+)/.exec(out);
   const errors = /Non-2xx or 3xx responses: (\d+)/.exec(out);
-  if (errors !== null) throw new Error(`wrk saw ${errors[1]} error answers from ${url}:\n${out}`);
+  if (errors !== null) throw new Error(`wrk saw ${errors[1]} error answers from ${shot.url}:\n${out}`);
   if (m === null) throw new Error(`cannot read wrk's output:\n${out}`);
   return Number(m[1]);
 }
 
-async function bare(): Promise<{ url: string; close: () => Promise<void> }> {
-  const body = '{"meta":{"ver":"2.0"},"cols":[{"name":"empty"}],"rows":[]}';
-  const server = http.createServer((_req, res) => {
-    res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
-    res.end(body);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as { port: number }).port;
-  return { url: `http://127.0.0.1:${port}/`, close: () => new Promise((r) => server.close(() => r())) };
+/** One answer of a shot, checked: a case that answers an error grid measures nothing. */
+async function check(shot: Shot, rows: number): Promise<void> {
+  const res = await fetch(shot.url, { method: shot.body === undefined ? 'GET' : 'POST', headers: shot.headers, ...(shot.body === undefined ? {} : { body: shot.body }) });
+  const text = await res.text();
+  if (!res.ok || text.includes('"err"')) throw new Error(`${shot.url}: ${res.status} ${text.slice(0, 300)}`);
+  const got = (JSON.parse(text) as { rows: unknown[] }).rows.length;
+  if (got !== rows) throw new Error(`${shot.url} answered ${got} rows, not ${rows}`);
 }
 
-async function hayloft(points: number): Promise<{ base: string; token: string; pointId: string; equipId: string; stop: () => Promise<void> }> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'hayloft-bench-'));
-  const config = loadConfig({
-    env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_HTTPS_PORT: 'off', HAYLOFT_TZ: 'UTC', HAYLOFT_LOG_LEVEL: 'warn' },
-    zones: { host: () => 'UTC', known: (n) => findTimeZone(n) !== undefined },
-  });
-  const app = await App.start({
-    config,
-    log: silentLogger(),
-    firstRun: { adminUser: 'bench@example.com', adminPassword: 'bench-password', clientId: 'bench', clientSecret: 'bench-secret-0123456789' },
-  });
-  const [site] = await app.model.create([HDict.of({ site: MARKER, name: 'site', dis: 'Bench Site', tz: 'Sydney', area: new HNumber(5000, 'm²') })]);
-  const siteRef = site?.get('id') as HRef;
-  const equips = await app.model.create(
-    Array.from({ length: 10 }, (_, e) => HDict.of({ equip: MARKER, ahu: MARKER, name: `ahu${e}`, dis: `AHU ${e}`, siteRef })),
-  );
-  const perEquip = points / 10;
-  for (let e = 0; e < 10; e++) {
-    const equipRef = equips[e]?.get('id') as HRef;
-    const rows = Array.from({ length: perEquip }, (_, p) =>
-      HDict.of({
-        point: MARKER,
-        his: MARKER,
-        cur: MARKER,
-        sensor: MARKER,
-        temp: MARKER,
-        kind: 'Number',
-        unit: '°C',
-        tz: 'Sydney',
-        name: `p${p}`,
-        dis: `AHU ${e} point ${p}`,
-        equipRef,
-        siteRef,
-        curVal: new HNumber(21.5, '°C'),
-        curStatus: 'ok',
-      }),
-    );
-    await app.model.create(rows);
+/** 1 site, 10 equips, `points` points over REST; the ids of one point and of the fourth equip. */
+async function seed(d: Daemon, token: string, points: number): Promise<{ pointId: string; equipId: string }> {
+  await postOp(d.base, token, 'createRec', jsonGrid([{ site: 'm:', name: 'site', dis: 'Bench Site', tz: 'Sydney', area: 'n:5000 m²' }]));
+  await postOp(d.base, token, 'createRec', jsonGrid(Array.from({ length: 10 }, (_, e) => ({ equip: 'm:', ahu: 'm:', name: `ahu${e}`, dis: `AHU ${e}`, siteRef: 'r:site' }))));
+  let pointId = '';
+  for (let from = 0; from < points; from += 1000) {
+    const rows = Array.from({ length: 1000 }, (_, i) => {
+      const p = from + i;
+      const e = p % 10;
+      return {
+        point: 'm:', his: 'm:', cur: 'm:', sensor: 'm:', temp: 'm:', kind: 's:Number', unit: 's:°C', tz: 's:Sydney',
+        name: `p${p}`, dis: `AHU ${e} point ${p}`, equipRef: `r:site.ahu${e}`, siteRef: 'r:site',
+      };
+    });
+    const g = await postOp(d.base, token, 'createRec', jsonGrid(rows));
+    pointId ||= String(g.rows[0]?.id).slice(2).split(' ')[0] as string;
   }
-  const res = await fetch(`http://127.0.0.1:${app.port}/oauth2/token`, {
-    method: 'POST',
-    headers: { authorization: 'Basic ' + Buffer.from('bench:bench-secret-0123456789').toString('base64'), 'content-type': 'application/json' },
-    body: JSON.stringify({ grant_type: 'password', username: 'bench@example.com', password: 'bench-password' }),
-  });
-  const token = ((await res.json()) as { access_token: string }).access_token;
-  const point = app.model.query('point', 1)[0] as HDict;
-  return {
-    base: `http://127.0.0.1:${app.port}`,
-    token,
-    pointId: (point.get('id') as HRef).id,
-    equipId: (equips[3]?.get('id') as HRef).id,
-    stop: async () => {
-      await app.stop();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  const equip = await postOp(d.base, token, 'read', jsonGrid([{ filter: 's:equip and name=="ahu3"' }]));
+  return { pointId, equipId: String(equip.rows[0]?.id).slice(2).split(' ')[0] as string };
 }
 
 ensureWrk();
-const b = await bare();
+const bare: Bare = await startBare();
 const lines: string[] = [
-  `Run: \`npm run bench -- api\` on ${machineLine()}; wrk 1 thread, ${CONNECTIONS} connections, ${SECONDS} s per case, ${ROUNDS} interleaved rounds (each starting at another case, 1 s between cases), medians; Node flags: ${process.execArgv.join(' ') || 'none'}; the server and wrk share the machine's 2 cores. Every Hayloft request carries a bearer token (verified, cached, session checked) and answers JSON.`,
+  `Run: \`npm run bench -- api\` on ${machineLine()}; the daemon is \`hayloft serve\` as its own process, started by its bin (its own runtime settings), the bare server another process; wrk 1 thread, ${CONNECTIONS} connections, ${SECONDS} s per case, ${ROUNDS} interleaved rounds (each starting at another case, 1 s between cases), medians; wrk and the servers share the machine's 2 cores. Every Hayloft request carries a bearer token (verified, cached, session checked) and answers JSON; a POST sends its request as a grid in the body (JSON v3, or Zinc where it says so).`,
   '',
-  '| points | case | req/s (median) | vs bare node:http | goal |',
-  '|---:|---|---:|---:|---|',
+  '| points | case | req/s (median) | vs bare GET | vs bare POST | goal |',
+  '|---:|---|---:|---:|---:|---|',
 ];
 for (const points of [1000, 10_000]) {
-  const h = await hayloft(points);
-  const auth = { Authorization: `Bearer ${h.token}`, Accept: 'application/json' };
-  const cases: Record<string, () => Promise<number>> = {
-    'bare node:http (baseline)': () => wrk(b.url, {}),
-    'read by id': () => wrk(`${h.base}/api/read?id=@${h.pointId}`, auth),
-    [`read \`point and his\` (${points} rows)`]: () => wrk(`${h.base}/api/read?filter=${encodeURIComponent('point and his')}`, auth),
-    [`read \`his and equipRef==@equip\` (${points / 10} rows)`]: () => wrk(`${h.base}/api/read?filter=${encodeURIComponent(`his and equipRef==@${h.equipId}`)}`, auth),
-  };
-  const got: Record<string, number[]> = {};
+  const d = await startDaemon();
+  const token = await loginDaemon(d.base);
+  const { pointId, equipId } = await seed(d, token, points);
+  const auth = { Authorization: `Bearer ${token}`, Accept: 'application/json' };
+  const json = { ...auth, 'Content-Type': 'application/json' };
+  const zinc = { ...auth, 'Content-Type': 'text/zinc; charset=utf-8' };
+  const read = `${d.base}/api/read`;
+  const all = 'point and his';
+  const equip = `his and equipRef==@${equipId}`;
+  const cases: [string, Shot, number][] = [
+    ['bare node:http, GET (baseline)', { url: `${bare.base}/`, headers: {} }, -1],
+    ['bare node:http, POST (baseline)', { url: `${bare.base}/`, headers: { 'Content-Type': 'application/json' }, body: jsonGrid([{ id: `r:${pointId}` }]) }, -1],
+    ['read by id, GET', { url: `${read}?id=@${pointId}`, headers: auth }, 1],
+    ['read by id, POST (JSON grid)', { url: read, headers: json, body: jsonGrid([{ id: `r:${pointId}` }]) }, 1],
+    ['read by id, POST (Zinc grid)', { url: read, headers: zinc, body: `ver:"3.0"\nid\n@${pointId}\n` }, 1],
+    [`read \`${all}\` (${points} rows), GET`, { url: `${read}?filter=${encodeURIComponent(all)}`, headers: auth }, points],
+    [`read \`${all}\` (${points} rows), POST`, { url: read, headers: json, body: jsonGrid([{ filter: `s:${all}` }]) }, points],
+    [`read \`his and equipRef==@equip\` (${points / 10} rows), GET`, { url: `${read}?filter=${encodeURIComponent(equip)}`, headers: auth }, points / 10],
+    [`read \`his and equipRef==@equip\` (${points / 10} rows), POST`, { url: read, headers: json, body: jsonGrid([{ filter: `s:${equip}` }]) }, points / 10],
+  ];
+  for (const [, shot, rows] of cases) if (rows >= 0) await check(shot, rows);
   // One short pass first, discarded: JIT warm-up and first-use caches (views, row texts, tokens).
-  for (const url of [`${h.base}/api/read?id=@${h.pointId}`, `${h.base}/api/read?filter=${encodeURIComponent('point and his')}`]) await wrk(url, auth, 2);
+  for (const [, shot] of cases) await wrk(shot, 1);
   // Each round starts at another case (every case follows every other equally often) and each
-  // case starts after a pause: a case must not pay for the garbage its predecessor left (a
-  // 1,000-row read leaves hundreds of MB a second for the collector to finish).
-  const entries = Object.entries(cases);
+  // case starts after a pause: a case must not pay for the garbage its predecessor left.
+  const got = new Map<string, number[]>();
   for (let r = 0; r < ROUNDS; r++) {
-    for (let i = 0; i < entries.length; i++) {
-      const [name, f] = entries[(r + i) % entries.length] as [string, () => Promise<number>];
+    for (let i = 0; i < cases.length; i++) {
+      const [name, shot] = cases[(r + i) % cases.length] as [string, Shot, number];
       await new Promise((resolve) => setTimeout(resolve, 1000));
-      (got[name] ??= []).push(await f());
+      const rate = await wrk(shot);
+      got.set(name, [...(got.get(name) ?? []), rate]);
+      console.log(`${points} points, round ${r + 1}: ${name}: ${fmtRate(rate)} req/s`);
     }
   }
-  const baseRate = median(got['bare node:http (baseline)'] as number[]);
-  for (const [name, xs] of Object.entries(got)) {
-    const rate = median(xs);
+  const bareGet = median(got.get('bare node:http, GET (baseline)') ?? []);
+  const barePost = median(got.get('bare node:http, POST (baseline)') ?? []);
+  for (const [name] of cases) {
+    const rate = median(got.get(name) ?? []);
     const goal = name.startsWith('read by id')
       ? '≥ 0.70 of bare'
       : name.includes('point and his') && points === 1000
@@ -159,12 +148,13 @@ for (const points of [1000, 10_000]) {
         : name.includes('equipRef') && points === 1000
           ? '≥ 2,973/s (3 × 991)'
           : '';
-    lines.push(`| ${points.toLocaleString('en')} | ${name} | ${fmtRate(rate)} | ${(rate / baseRate).toFixed(2)} | ${goal} |`);
+    lines.push(`| ${points.toLocaleString('en')} | ${name} | ${fmtRate(rate)} | ${(rate / bareGet).toFixed(2)} | ${(rate / barePost).toFixed(2)} | ${goal} |`);
   }
-  await h.stop();
+  await stopDaemon(d);
 }
-await b.close();
-lines.push('', 'The reference figures (92 and 991 reads/s, 23,600 req/s by id) are the Haystack reference Java server on this machine class, from the issue.');
+await bare.stop();
+rmSync(scripts, { recursive: true, force: true });
+lines.push('', 'The reference figures (92 and 991 reads/s, 23,600 req/s by id) are the Haystack reference Java server on this machine class, from issue 2.');
 const table = lines.join('\n');
 console.log(table);
 if (!hasFlag('--no-record')) recordSection('api', table);

@@ -174,3 +174,53 @@ export async function postOp(base: string, token: string, op: string, body: stri
   if (!res.ok || text.includes('"err"')) throw new Error(`${op}: ${res.status} ${text.slice(0, 300)}`);
   return JSON.parse(text) as { rows: Record<string, string>[] };
 }
+
+/** A JSON v3 grid of plain JSON-encoded rows (`"m:"`, `"r:id"`...), its columns the union of the rows' keys. */
+export function jsonGrid(rows: object[], meta: Record<string, string> = {}): string {
+  const names = new Set<string>();
+  for (const r of rows) for (const k of Object.keys(r)) names.add(k);
+  return JSON.stringify({ meta: { ver: '3.0', ...meta }, cols: [...names].map((name) => ({ name })), rows });
+}
+
+export interface Bare {
+  pid: number;
+  base: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * The baseline server, its own process: node:http answering every request (GET or POST, whose
+ * body it reads) with a fixed 100-byte JSON body, or with `/bytes/<n>` bytes of a buffer made
+ * once, which a history read of the same size is compared with.
+ */
+export async function startBare(): Promise<Bare> {
+  const program = `
+const http = require('node:http');
+const body = Buffer.from(JSON.stringify({ meta: { ver: '3.0' }, cols: [{ name: 'empty' }], rows: [] }).padEnd(100, ' '));
+const big = Buffer.alloc(64 * 1024 * 1024, 0x61);
+const server = http.createServer((req, res) => {
+  req.on('data', () => {});
+  req.on('end', () => {
+    const m = /^\\/bytes\\/(\\d+)$/.exec(req.url);
+    const out = m === null ? body : big.subarray(0, Math.min(Number(m[1]), big.length));
+    res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': out.length });
+    res.end(out);
+  });
+});
+server.listen(0, '127.0.0.1', () => process.stdout.write(String(server.address().port) + '\\n'));
+`;
+  const proc = spawn(process.execPath, ['-e', program], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    proc.stdout?.once('data', (d: Buffer) => resolve(Number(d.toString().trim())));
+    proc.once('exit', (code) => reject(new Error(`the bare server ended (${code})`)));
+  });
+  return {
+    pid: proc.pid as number,
+    base: `http://127.0.0.1:${port}`,
+    async stop() {
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGTERM');
+      await exited;
+    },
+  };
+}

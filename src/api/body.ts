@@ -61,6 +61,33 @@ export function drainRefused(req: IncomingMessage, res: ServerResponse): void {
   });
 }
 
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+function utf8(bytes: Uint8Array): string {
+  try {
+    return UTF8.decode(bytes);
+  } catch (e) {
+    throw new HayloftError(ErrorCodes.BAD_REQUEST, 'the request body is not valid UTF-8 text', { cause: e });
+  }
+}
+
+/**
+ * The whole body as UTF-8 text when it has already arrived, else undefined (read it with
+ * readBodyText). A small request (a read, a watch poll: most of them) comes in one packet with
+ * its headers; Node's parser has buffered its body in the request stream by the time the handler
+ * has awaited once, so it is taken in one synchronous read: no listeners, no promise, no copy.
+ * Throws HL_TOO_LARGE over the limit and HL_BAD_REQUEST when it is not UTF-8. The budget of
+ * bodies in flight is not involved: the bytes are already held by the stream.
+ */
+export function bufferedBodyText(req: IncomingMessage, maxBytes: number, limitName = 'maxBodyBytes'): string | undefined {
+  const len = req.headers['content-length'];
+  if (len === undefined || req.readableFlowing === true) return undefined;
+  const announced = Number(len);
+  if (announced > maxBytes) throw tooLarge(maxBytes, limitName);
+  if (!(announced > 0) || req.readableLength !== announced) return undefined;
+  return utf8(req.read() as Buffer);
+}
+
 /**
  * The body as UTF-8 text. Rejects with HL_TOO_LARGE past the limit (and stops reading: the caller
  * answers 413 and closes the connection), HL_BAD_REQUEST when the body is not UTF-8 or the client
@@ -122,9 +149,9 @@ export function readBodyText(req: IncomingMessage, maxBytes: number, opts: BodyO
       settled = true;
       cleanup();
       try {
-        resolve(new TextDecoder('utf-8', { fatal: true }).decode(Buffer.concat(chunks, size)));
+        resolve(utf8(Buffer.concat(chunks, size)));
       } catch (e) {
-        reject(new HayloftError(ErrorCodes.BAD_REQUEST, 'the request body is not valid UTF-8 text', { cause: e }));
+        reject(e);
       }
     };
     const aborted = (cause?: unknown): void =>

@@ -20,6 +20,8 @@ export interface Exchange {
   codec: Codec;
   /** The metrics label: an op's name, `unknown` for a path under /api/ that is none, or a route's name. */
   op: string;
+  /** True once the whole body was taken (bufferedBodyText), before Node marks the request complete. */
+  bodyRead: boolean;
 }
 
 /**
@@ -49,7 +51,7 @@ export class Responder {
 
   exchangeOf(req: IncomingMessage): Exchange {
     const r = req as ExchangeRequest;
-    return (r.exchange ??= { id: ++this.seq, started: performance.now(), codec: JSON_CODEC, op: 'other' });
+    return (r.exchange ??= { id: ++this.seq, started: performance.now(), codec: JSON_CODEC, op: 'other', bodyRead: false });
   }
 
   send(req: IncomingMessage, res: ServerResponse, status: number, codec: Codec, grid: HGrid): void {
@@ -70,7 +72,7 @@ export class Responder {
     // answer goes first, then the rest is drained (body.ts). (A request without a body is not
     // yet `complete` while its answer is written in the same tick.)
     if (this.closing) headers.Connection = 'close';
-    else if (!req.complete && hasBody(req)) drainRefused(req, res);
+    else if (!req.complete && hasBody(req) && !this.exchangeOf(req).bodyRead) drainRefused(req, res);
     res.writeHead(status, headers);
     res.end(req.method === 'HEAD' ? undefined : body);
   }

@@ -14,7 +14,7 @@ import { HGrid } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import { quoteInput } from '../../lib/quote.js';
 import type { Principal } from '../../auth/auth.js';
-import { checkLength, hasBody, readBodyText } from '../body.js';
+import { bufferedBodyText, checkLength, hasBody, readBodyText } from '../body.js';
 import type { Codec } from '../codecs.js';
 import type { Responder } from '../exchange.js';
 import { type NegotiationCache, requestCodec, responseCodec } from '../negotiate.js';
@@ -47,15 +47,22 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
   let kit: RouteKit | undefined;
   let respond: Responder;
 
-  async function bodyGrid(req: IncomingMessage, op: Op): Promise<HGrid> {
+  /** The request grid of a POST's body: at once when the body has arrived whole, else read first. */
+  function bodyGrid(req: IncomingMessage, op: Op): HGrid | Promise<HGrid> {
     // Check the type before reading: no point receiving a body that cannot be decoded.
     const codec = requestCodec(req.headers['content-type']);
     if (!hasBody(req)) return HGrid.empty();
     const { limits, budget } = kit as RouteKit;
     const large = op.largeBody === true;
-    const text = await readBodyText(req, large ? limits.maxBodyBytes : limits.maxRequestBodyBytes, { limitName: large ? 'maxBodyBytes' : 'maxRequestBodyBytes', budget });
-    if (text.trim() === '') return HGrid.empty();
-    return (codec.read as NonNullable<Codec['read']>)(text, limits.shape);
+    const max = large ? limits.maxBodyBytes : limits.maxRequestBodyBytes;
+    const limitName = large ? 'maxBodyBytes' : 'maxRequestBodyBytes';
+    const decode = (text: string): HGrid => (text.trim() === '' ? HGrid.empty() : (codec.read as NonNullable<Codec['read']>)(text, limits.shape));
+    const now = bufferedBodyText(req, max, limitName);
+    if (now !== undefined) {
+      respond.exchangeOf(req).bodyRead = true;
+      return decode(now);
+    }
+    return readBodyText(req, max, { limitName, budget }).then(decode);
   }
 
   /**
@@ -107,11 +114,15 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
     pending: Principal | null | Promise<Principal>,
   ): Promise<void> {
     try {
+      // One wait even for a known token: by then Node's parser has buffered a body that came in
+      // the packet of its headers, and bodyGrid takes it without another.
       const principal = await pending;
       // Before reading a body: no point receiving what the caller may not send.
       permit(op, principal);
-      const grid = method === 'GET' ? queryGrid(search) : await bodyGrid(req, op);
-      await runOp(req, res, op, method, principal, grid);
+      let grid = method === 'GET' ? queryGrid(search) : bodyGrid(req, op);
+      if (grid instanceof Promise) grid = await grid;
+      const sent = runOp(req, res, op, method, principal, grid);
+      if (sent !== undefined) await sent;
     } catch (e) {
       respond.sendError(req, res, e);
     }
