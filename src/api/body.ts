@@ -151,7 +151,7 @@ export function readBodyText(req: IncomingMessage, maxBytes: number, opts: BodyO
       try {
         resolve(utf8(Buffer.concat(chunks, size)));
       } catch (e) {
-        reject(e);
+        reject(e as HayloftError);
       }
     };
     const aborted = (cause?: unknown): void =>
