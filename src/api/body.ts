@@ -148,11 +148,14 @@ export function readBodyText(req: IncomingMessage, maxBytes: number, opts: BodyO
       if (settled) return;
       settled = true;
       cleanup();
+      let text: string;
       try {
-        resolve(utf8(Buffer.concat(chunks, size)));
+        text = utf8(Buffer.concat(chunks, size));
       } catch (e) {
-        reject(e as HayloftError);
+        reject(e instanceof Error ? e : new Error(String(e)));
+        return;
       }
+      resolve(text);
     };
     const aborted = (cause?: unknown): void =>
       fail(new HayloftError(ErrorCodes.BAD_REQUEST, 'the request body ended before it was complete (client went away)', { cause }));
