@@ -582,7 +582,10 @@ export class HistoryStore {
     const tailTs: number[] = [];
     const tailVal: HisValue[] = [];
     if (m.tailCount > 0) {
-      for (const [k, v] of await this.his.iterator({ gte: keys.tail(-Infinity), lt: keys.tail(Infinity) }).all()) {
+      // From the seal edge: every tail key at or before it was deleted, and a range from the
+      // start would walk past the tombstones of all of them (one per sample ever sealed, until
+      // LevelDB compacts them away), which made each write slower the more history it had.
+      for (const [k, v] of await this.his.iterator({ gte: keys.tail(m.sealedEnd), lt: keys.tail(Infinity) }).all()) {
         tailTs.push(keyTs(k));
         tailVal.push(decodeValue(kind, v));
       }
@@ -651,7 +654,7 @@ export class HistoryStore {
           this.putChunks(batch, keys, m.kind, rest, f);
           kept.set(f, { first: rest.ts[0] as number, last: rest.ts[rest.ts.length - 1] as number });
         }
-        const tailKeys = m.tailCount > 0 ? await this.his.keys({ gte: keys.tail(start), lt: keys.tail(end) }).all() : [];
+        const tailKeys = m.tailCount > 0 ? await this.his.keys({ gte: keys.tail(Math.max(start, m.sealedEnd)), lt: keys.tail(end) }).all() : [];
         for (const k of tailKeys) batch.del(k, { sublevel: this.his });
         removed += tailKeys.length;
         m.tailCount -= tailKeys.length;
@@ -663,8 +666,8 @@ export class HistoryStore {
         if (m.size <= 0) {
           batch.del(keys.meta, { sublevel: this.his });
         } else {
-          if (m.start >= start) m.start = await this.firstAfter(keys, end, kept);
-          if (m.end < end) m.end = await this.lastBefore(keys, start, kept);
+          if (m.start >= start) m.start = await this.firstAfter(keys, end, kept, m.sealedEnd);
+          if (m.end < end) m.end = await this.lastBefore(keys, start, kept, m.sealedEnd);
           batch.put(keys.meta, encodeMeta(m), { sublevel: this.his });
           next = m;
         }
@@ -682,21 +685,21 @@ export class HistoryStore {
   }
 
   /** First timestamp >= `end` once [.., end) is gone: in a kept chunk part, a later chunk, or the tail. */
-  private async firstAfter(keys: PointKeys, end: number, kept: Map<number, { first: number }>): Promise<number> {
+  private async firstAfter(keys: PointKeys, end: number, kept: Map<number, { first: number }>, sealedEnd: number): Promise<number> {
     let best = Infinity;
     for (const { first } of kept.values()) if (first >= end && first < best) best = first;
     const [c] = await this.his.keys({ gte: keys.chunk(end), lt: keys.chunk(Infinity), limit: 1 }).all();
     if (c !== undefined) best = Math.min(best, keyTs(c));
     if (best === Infinity) {
-      const [t] = await this.his.keys({ gte: keys.tail(end), lt: keys.tail(Infinity), limit: 1 }).all();
+      const [t] = await this.his.keys({ gte: keys.tail(Math.max(end, sealedEnd)), lt: keys.tail(Infinity), limit: 1 }).all();
       if (t !== undefined) best = keyTs(t);
     }
     return best;
   }
 
   /** Last timestamp < `start` once [start, ..) is gone: in the tail, a kept chunk part or an earlier chunk. */
-  private async lastBefore(keys: PointKeys, start: number, kept: Map<number, { last: number }>): Promise<number> {
-    const [t] = await this.his.keys({ gte: keys.tail(-Infinity), lt: keys.tail(start), reverse: true, limit: 1 }).all();
+  private async lastBefore(keys: PointKeys, start: number, kept: Map<number, { last: number }>, sealedEnd: number): Promise<number> {
+    const [t] = await this.his.keys({ gte: keys.tail(sealedEnd), lt: keys.tail(start), reverse: true, limit: 1 }).all();
     if (t !== undefined) return keyTs(t);
     const [c] = await this.his.iterator({ gte: keys.chunk(-Infinity), lt: keys.chunk(start), reverse: true, limit: 1 }).all();
     if (c === undefined) return -Infinity;
@@ -759,9 +762,10 @@ export class HistoryStore {
     }
   }
 
-  private async snapshotKind(keys: PointKeys, snapshot: AbstractSnapshot): Promise<HisKind | undefined> {
+  /** The point's metadata as of the snapshot (its kind, and the seal edge where its tail starts). */
+  private async snapshotMeta(keys: PointKeys, snapshot: AbstractSnapshot): Promise<Meta | undefined> {
     const b = await this.his.get(keys.meta, { snapshot });
-    return b === undefined ? undefined : decodeMeta(b, keys.id).kind;
+    return b === undefined ? undefined : decodeMeta(b, keys.id);
   }
 
   /**
@@ -774,13 +778,14 @@ export class HistoryStore {
     await this.dropped(pointId);
     const keys = new PointKeys(pointId);
     const got = await this.withSnapshot(async (snapshot) => {
-      const kind = await this.snapshotKind(keys, snapshot);
-      if (kind === undefined || !(start < end)) return { kind, chunks: [] as Uint8Array[], tail: [] as [Uint8Array, Uint8Array][] };
+      const meta = await this.snapshotMeta(keys, snapshot);
+      const kind = meta?.kind;
+      if (meta === undefined || !(start < end)) return { kind, chunks: [] as Uint8Array[], tail: [] as [Uint8Array, Uint8Array][] };
       // The chunk holding `start` begins at or before it; the rest begin inside the range.
       const before = start > -Infinity ? await this.his.values({ gte: keys.chunk(-Infinity), lte: keys.chunk(start), reverse: true, limit: 1, snapshot }).all() : [];
       const inside = await this.his.values({ gt: keys.chunk(start), lt: keys.chunk(end), snapshot }).all();
       const chunks = before.length === 0 ? inside : before.concat(inside);
-      const tail = await this.his.iterator({ gte: keys.tail(start), lt: keys.tail(end), snapshot }).all();
+      const tail = await this.his.iterator({ gte: keys.tail(Math.max(start, meta.sealedEnd)), lt: keys.tail(end), snapshot }).all();
       return { kind, chunks, tail };
     });
     const { kind, chunks, tail } = got;
@@ -825,14 +830,15 @@ export class HistoryStore {
     await this.dropped(pointId);
     const keys = new PointKeys(pointId);
     return this.withSnapshot(async (snapshot) => {
-      const kind = await this.snapshotKind(keys, snapshot);
-      if (kind === undefined) return undefined;
+      const meta = await this.snapshotMeta(keys, snapshot);
+      if (meta === undefined) return undefined;
+      const kind = meta.kind;
       const [c] = await this.his.values({ gte: keys.chunk(-Infinity), lt: keys.chunk(Infinity), limit: 1, snapshot }).all();
       if (c !== undefined) {
         const d = decodeWhole(kind, c);
         return { ts: d.ts[0] as number, val: d.val[0] as HisValue };
       }
-      const [t] = await this.his.iterator({ gte: keys.tail(-Infinity), lt: keys.tail(Infinity), limit: 1, snapshot }).all();
+      const [t] = await this.his.iterator({ gte: keys.tail(meta.sealedEnd), lt: keys.tail(Infinity), limit: 1, snapshot }).all();
       return t === undefined ? undefined : { ts: keyTs(t[0]), val: decodeValue(kind, t[1]) };
     });
   }
@@ -844,9 +850,10 @@ export class HistoryStore {
     await this.dropped(pointId);
     const keys = new PointKeys(pointId);
     return this.withSnapshot(async (snapshot) => {
-      const kind = await this.snapshotKind(keys, snapshot);
-      if (kind === undefined) return undefined;
-      const [t] = await this.his.iterator({ gte: keys.tail(-Infinity), lt: keys.tail(Infinity), reverse: true, limit: 1, snapshot }).all();
+      const meta = await this.snapshotMeta(keys, snapshot);
+      if (meta === undefined) return undefined;
+      const kind = meta.kind;
+      const [t] = await this.his.iterator({ gte: keys.tail(meta.sealedEnd), lt: keys.tail(Infinity), reverse: true, limit: 1, snapshot }).all();
       if (t !== undefined) return { ts: keyTs(t[0]), val: decodeValue(kind, t[1]) };
       const [c] = await this.his.values({ gte: keys.chunk(-Infinity), lt: keys.chunk(Infinity), reverse: true, limit: 1, snapshot }).all();
       if (c === undefined) return undefined;
