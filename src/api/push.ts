@@ -30,8 +30,8 @@
 import type http from 'node:http';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { Server as Engine, type Socket as EngineSocket } from 'engine.io';
-import { Server as IoServer, type Namespace, type Socket } from 'socket.io';
+import type { Server as Engine, Socket as EngineSocket } from 'engine.io';
+import type { Namespace, Socket } from 'socket.io';
 import type { AuthService, Principal } from '../auth/auth.js';
 import { encodeVal, type JsonValue } from '../haystack/json.js';
 import { HRef, type HDict } from '../haystack/values.js';
@@ -242,9 +242,9 @@ export function pushGroup(opts: PushOptions): RouteGroup {
   const sessions = new Map<string, number>();
   let maxSessions = Infinity;
 
-  function engineOf(kit: RouteKit): Engine {
+  function engineOf(kit: RouteKit, EngineClass: typeof Engine): Engine {
     maxSessions = kit.limits.maxConnectionsPerAddress;
-    const engine = new Engine({
+    const engine = new EngineClass({
       allowEIO3: true,
       // Clients send nothing but pings; a small bound keeps junk out.
       maxHttpBufferSize: PACKET_MAX,
@@ -268,15 +268,28 @@ export function pushGroup(opts: PushOptions): RouteGroup {
   }
 
   let engine: Engine | undefined;
+  let loading: Promise<Engine> | undefined;
+
+  /**
+   * The engine and socket.io, loaded on the first request to the push path: the two libraries
+   * are some 3.5 MiB resident that a gateway nobody subscribes to by push need not carry (issue
+   * 19). Requests that arrive while they load wait for them; their bodies stay unread meanwhile.
+   */
+  function engineFor(kit: RouteKit): Promise<Engine> {
+    loading ??= Promise.all([import('engine.io'), import('socket.io')]).then(([eio, sio]) => {
+      const e = engineOf(kit, eio.Server);
+      const io = new sio.Server({ serveClient: false, cleanupEmptyChildNamespaces: true });
+      io.bind(e);
+      // One namespace per watch: `/<watchId>`.
+      onNamespace(io.of(/^\/[^/]+$/));
+      engine = e;
+      return e;
+    });
+    return loading;
+  }
 
   return {
     routes(kit) {
-      engine = engineOf(kit);
-      const io = new IoServer({ serveClient: false, cleanupEmptyChildNamespaces: true });
-      io.bind(engine);
-      // One namespace per watch: `/<watchId>`.
-      onNamespace(io.of(/^\/[^/]+$/));
-      const e = engine;
       kit.route(
         'ALL',
         `${PATH}*`,
@@ -289,7 +302,16 @@ export function pushGroup(opts: PushOptions): RouteGroup {
             kit.budget.take(n);
             res.once('close', () => kit.budget.give(n));
           }
-          e.handleRequest(req, res);
+          if (engine !== undefined) engine.handleRequest(req, res);
+          else {
+            engineFor(kit).then(
+              (e) => e.handleRequest(req, res),
+              (err: unknown) => {
+                log.error({ err }, 'cannot load socket.io');
+                res.destroy();
+              },
+            );
+          }
         },
         'push',
       );
@@ -297,11 +319,20 @@ export function pushGroup(opts: PushOptions): RouteGroup {
       checker = setInterval(checkTokens, ms);
       checker.unref();
     },
-    attach(server: http.Server) {
+    attach(server: http.Server, kit: RouteKit) {
       // Websockets: the upgrade of a request the server parsed (headers timeout, connection cap).
       server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-        if (engine !== undefined && (req.url ?? '').startsWith(PATH)) engine.handleUpgrade(req, socket, head);
-        else socket.destroy();
+        if (!(req.url ?? '').startsWith(PATH)) socket.destroy();
+        else if (engine !== undefined) engine.handleUpgrade(req, socket, head);
+        else {
+          engineFor(kit).then(
+            (e) => e.handleUpgrade(req, socket, head),
+            (err: unknown) => {
+              log.error({ err }, 'cannot load socket.io');
+              socket.destroy();
+            },
+          );
+        }
       });
     },
     close() {
@@ -310,7 +341,8 @@ export function pushGroup(opts: PushOptions): RouteGroup {
       for (const c of clients) c.unlisten?.();
       clients.clear();
       // The engine only: io.close() would close the HTTP servers, which the server closes itself.
-      engine?.close();
+      if (engine !== undefined) engine.close();
+      else void loading?.then((e) => e.close(), () => undefined);
     },
   };
 }
