@@ -14,14 +14,10 @@
  * Phase 1 measures the daemon polling with the watches open and no socket (the baseline), phase 2
  * the same with the sockets connected; both in the same run.
  */
-import { type ChildProcessByStdio, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
-import type { Readable } from 'node:stream';
+import { readFileSync } from 'node:fs';
+import type net from 'node:net';
 import { io, type Socket } from 'socket.io-client';
-import { hasFlag, machineLine, median, numberArg, recordSection, serverPid } from './harness.js';
+import { hasFlag, loginDaemon, machineLine, median, numberArg, recordSection, sleep, startDaemon, stopDaemon } from './harness.js';
 import { serveRegisters } from './modbus-sim.js';
 
 const POINTS = numberArg('--points', 10_000);
@@ -30,21 +26,8 @@ const WARMUP = numberArg('--warmup', 15);
 const SECONDS = numberArg('--seconds', 60);
 const DEVICES = 10;
 const PER_DEVICE = Math.ceil(POINTS / DEVICES);
-const ADMIN = { user: 'bench@example.com', password: 'bench-password-1', client: 'bench', secret: 'bench-secret-0123456789' };
 
 const now = (): number => performance.timeOrigin + performance.now();
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(p));
-    });
-  });
-}
-
 /** utime + stime of a process, seconds; its resident memory, MB. */
 function procStats(pid: number): { cpu: number; rss: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -100,44 +83,11 @@ async function main(): Promise<void> {
     for (const r of regs) for (let i = 0; i < r.length; i++) r[i] = (tick * 7 + i) % 1000;
   }, 1000);
 
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'hayloft-bench-push-'));
-  const port = await freePort();
-  const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { hayloft?: { nodeFlags?: string[] } };
-  const daemon: ChildProcessByStdio<null, Readable, Readable> = spawn(process.execPath, [...(pkg.hayloft?.nodeFlags ?? []), 'dist-bench/src/cli.js', 'serve'], {
-    env: {
-      ...process.env,
-      HAYLOFT_DATA_DIR: dir,
-      HAYLOFT_HOST: '127.0.0.1',
-      HAYLOFT_PORT: String(port),
-      HAYLOFT_TZ: 'UTC',
-      HAYLOFT_LOG_LEVEL: 'warn',
-      HAYLOFT_ADMIN_USER: ADMIN.user,
-      HAYLOFT_ADMIN_PASSWORD: ADMIN.password,
-      HAYLOFT_CLIENT_ID: ADMIN.client,
-      HAYLOFT_CLIENT_SECRET: ADMIN.secret,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  daemon.stdout.resume();
-  daemon.stderr.pipe(process.stderr);
-  const base = `http://127.0.0.1:${port}`;
+  const daemon = await startDaemon();
+  const base = daemon.base;
   const sockets: Socket[] = [];
   try {
-    let token = '';
-    for (let i = 0; i < 100 && token === ''; i++) {
-      await sleep(200);
-      try {
-        const res = await fetch(`${base}/oauth2/token`, {
-          method: 'POST',
-          headers: { authorization: 'Basic ' + Buffer.from(`${ADMIN.client}:${ADMIN.secret}`).toString('base64'), 'content-type': 'application/json' },
-          body: JSON.stringify({ grant_type: 'password', username: ADMIN.user, password: ADMIN.password }),
-        });
-        if (res.status === 200) token = ((await res.json()) as { access_token: string }).access_token;
-      } catch {
-        // not serving yet
-      }
-    }
-    if (token === '') throw new Error('the daemon did not start');
+    const token = await loginDaemon(base);
 
     // The model: 10 connectors polled every second, the points spread over them.
     const conns = ports.map((p, d) => ({ id: `r:dev${d}`, modbusConn: 'm:', name: `dev${d}`, uri: `u:modbus-tcp://127.0.0.1:${p}`, modbusSlave: 'n:1', pollTime: 'n:1 s' }));
@@ -164,7 +114,7 @@ async function main(): Promise<void> {
       const a = await api(base, token, 'watchSub', { meta: { ver: '3.0', watchDis: `bench ${s}`, lease: 'n:1 h' }, cols: [{ name: 'id' }], rows: mine.map((id) => ({ id: `r:${id}` })) });
       watchIds.push(String(a.meta.watchId).replace(/^s:/, ''));
     }
-    const server = serverPid(daemon.pid as number);
+    const server = daemon.pid;
     console.log(`daemon pid ${server}: ${ids.length} points on ${DEVICES} devices, ${SOCKETS} watches; warming up ${WARMUP} s`);
     await sleep(WARMUP * 1000);
 
@@ -238,9 +188,7 @@ ${SECONDS} s per phase, after ${WARMUP} s of warm-up and 5 s with the sockets co
   } finally {
     for (const s of sockets) s.close();
     clearInterval(ticker);
-    daemon.kill('SIGTERM');
-    await new Promise((r) => daemon.once('exit', r));
-    rmSync(dir, { recursive: true, force: true });
+    await stopDaemon(daemon);
   }
 }
 

@@ -10,32 +10,12 @@
  * The daemon is its own process, started by its bin (`dist-bench/src/cli.js serve`); this process
  * is the client (fetch, reading the whole answer). Rounds are interleaved, medians reported.
  */
-import { type ChildProcessByStdio, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
-import type { Readable } from 'node:stream';
-import { hasFlag, machineLine, median, numberArg, recordSection } from './harness.js';
+import { hasFlag, loginDaemon, machineLine, median, numberArg, recordSection, startDaemon, stopDaemon } from './harness.js';
 
 const ROUNDS = numberArg('--rounds', 5);
 const YEAR = 525_600;
 const T0 = Date.UTC(2025, 0, 1);
-const ADMIN = { user: 'bench@example.com', password: 'bench-password-1', client: 'bench', secret: 'bench-secret-0123456789' };
 const sensor = (i: number): number => Math.round((21 + 3 * Math.sin(i / 720) + ((i * 7919) % 7) / 10) * 10) / 10;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 // The console's query (web/src/history.ts), verbatim.
 const QUERY = `query Trend($id: String!, $start: iso8601!, $end: iso8601!, $units: duration!, $size: Int!) {
@@ -47,43 +27,10 @@ const QUERY = `query Trend($id: String!, $start: iso8601!, $end: iso8601!, $unit
 }
 fragment series on History { timeSeries { dataPoints { time valueKind { ... on Number { value } } } } }`;
 
-const dir = mkdtempSync(path.join(os.tmpdir(), 'hayloft-bench-trend-'));
-const port = await freePort();
-const daemon: ChildProcessByStdio<null, Readable, Readable> = spawn(process.execPath, ['dist-bench/src/cli.js', 'serve'], {
-  env: {
-    ...process.env,
-    HAYLOFT_DATA_DIR: dir,
-    HAYLOFT_HOST: '127.0.0.1',
-    HAYLOFT_PORT: String(port),
-    HAYLOFT_HTTPS_PORT: 'off',
-    HAYLOFT_TZ: 'UTC',
-    HAYLOFT_LOG_LEVEL: 'warn',
-    HAYLOFT_ADMIN_USER: ADMIN.user,
-    HAYLOFT_ADMIN_PASSWORD: ADMIN.password,
-    HAYLOFT_CLIENT_ID: ADMIN.client,
-    HAYLOFT_CLIENT_SECRET: ADMIN.secret,
-  },
-  stdio: ['ignore', 'pipe', 'pipe'],
-});
-daemon.stdout.resume();
-daemon.stderr.pipe(process.stderr);
-const base = `http://127.0.0.1:${port}`;
+const daemon = await startDaemon();
+const base = daemon.base;
 try {
-  let token = '';
-  for (let i = 0; i < 100 && token === ''; i++) {
-    await sleep(200);
-    try {
-      const res = await fetch(`${base}/oauth2/token`, {
-        method: 'POST',
-        headers: { authorization: 'Basic ' + Buffer.from(`${ADMIN.client}:${ADMIN.secret}`).toString('base64'), 'content-type': 'application/json' },
-        body: JSON.stringify({ grant_type: 'password', username: ADMIN.user, password: ADMIN.password }),
-      });
-      if (res.status === 200) token = ((await res.json()) as { access_token: string }).access_token;
-    } catch {
-      // not serving yet
-    }
-  }
-  if (token === '') throw new Error('the daemon did not start');
+  const token = await loginDaemon(base);
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json' };
   const post = async (p: string, body: string): Promise<{ ms: number; bytes: number; text: string }> => {
     const t = performance.now();
@@ -139,7 +86,5 @@ try {
   console.log(table);
   if (!hasFlag('--no-record')) recordSection('trend', table);
 } finally {
-  daemon.kill('SIGTERM');
-  await new Promise((r) => daemon.once('exit', r));
-  rmSync(dir, { recursive: true, force: true });
+  await stopDaemon(daemon);
 }
