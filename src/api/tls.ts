@@ -100,37 +100,58 @@ export function watchTls(files: TlsFiles, apply: (pair: { cert: string; key: str
  * stay loaded in the daemon for as long as it runs.
  */
 async function selfSigned(host: string): Promise<{ cert: string; key: string }> {
-  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', MAKE_CERT, import.meta.resolve('selfsigned'), host], {
-    encoding: 'utf8',
-    timeout: 60_000,
-    env: { PATH: process.env.PATH ?? '' },
-  });
-  const pems = JSON.parse(stdout) as { cert: string; key: string };
-  return pems;
+  const request = JSON.stringify(certRequest(host));
+  try {
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', MAKE_CERT, import.meta.resolve('selfsigned'), request], {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { PATH: process.env.PATH ?? '' },
+    });
+    return JSON.parse(stdout) as { cert: string; key: string };
+  } catch {
+    // Where this process cannot start Node again (under qemu-user without binfmt, say), made
+    // here: the library then stays loaded, which is better than no HTTPS.
+    const { generate } = (await import('selfsigned')) as unknown as { generate: (a: unknown, o: unknown) => Promise<{ cert: string; private: string }> };
+    const [attrs, opts] = certRequest(host);
+    const pems = await generate(attrs, { ...opts, notBeforeDate: new Date(opts.notBeforeDate), notAfterDate: new Date(opts.notAfterDate) });
+    return { cert: pems.cert, key: pems.private };
+  }
 }
 
-/** The child's program: argv[1] is the library's URL, argv[2] the host name; prints the PEM pair as JSON. */
+/** What is asked of `selfsigned`, as JSON (the dates in ms: the child makes them Dates). */
+function certRequest(host: string): [{ name: string; value: string }[], { notBeforeDate: number; notAfterDate: number } & Record<string, unknown>] {
+  const now = Date.now();
+  return [
+    [{ name: 'commonName', value: host }],
+    {
+      keyType: 'ec',
+      curve: 'P-256',
+      algorithm: 'sha256',
+      notBeforeDate: now - 60_000,
+      notAfterDate: now + 10 * 365 * 86_400_000,
+      extensions: [
+        { name: 'basicConstraints', cA: false },
+        { name: 'keyUsage', digitalSignature: true },
+        { name: 'extKeyUsage', serverAuth: true },
+        {
+          name: 'subjectAltName',
+          altNames: [
+            { type: 2, value: host },
+            { type: 2, value: 'localhost' },
+            { type: 7, ip: '127.0.0.1' },
+            { type: 7, ip: '::1' },
+          ],
+        },
+      ],
+    },
+  ];
+}
+
+/** The child's program: argv[1] is the library's URL, argv[2] certRequest's JSON; prints the PEM pair as JSON. */
 const MAKE_CERT = `
-const [url, host] = process.argv.slice(1);
+const [url, request] = process.argv.slice(1);
 const { generate } = await import(url);
-const now = Date.now();
-const pems = await generate([{ name: 'commonName', value: host }], {
-  keyType: 'ec',
-  curve: 'P-256',
-  algorithm: 'sha256',
-  notBeforeDate: new Date(now - 60000),
-  notAfterDate: new Date(now + 10 * 365 * 86400000),
-  extensions: [
-    { name: 'basicConstraints', cA: false },
-    { name: 'keyUsage', digitalSignature: true },
-    { name: 'extKeyUsage', serverAuth: true },
-    { name: 'subjectAltName', altNames: [
-      { type: 2, value: host },
-      { type: 2, value: 'localhost' },
-      { type: 7, ip: '127.0.0.1' },
-      { type: 7, ip: '::1' },
-    ] },
-  ],
-});
+const [attrs, opts] = JSON.parse(request);
+const pems = await generate(attrs, { ...opts, notBeforeDate: new Date(opts.notBeforeDate), notAfterDate: new Date(opts.notAfterDate) });
 process.stdout.write(JSON.stringify({ cert: pems.cert, key: pems.private }));
 `;
