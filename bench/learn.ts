@@ -6,14 +6,17 @@
  *
  * The daemon is `hayloft serve` (its bin, dist-bench/src/cli.js) in its own process, with its
  * BACnet socket on 127.0.0.3; the devices are the test simulator (test/helpers/bacnet-device.ts)
- * in another child process (this file with --simulate) on 127.0.0.2/.4/.5; this process is the
+ * in another child process (this file with --simulate) on 127.0.0.4/.5; this process is the
  * HTTP client. One learn is the whole path a technician takes: `learn` (the object list) then
- * `learn AV` (name, units and priority array of every object). Three devices of the same objects:
+ * `learn AV` (name, units and priority array of every object). Two devices of the same objects:
  *
- * - segmenting: the object list whole, ReadPropertyMultiple (the baseline);
  * - no segmentation: the object list refused whole above 40 entries, so read element by
- *   element, and ReadPropertyMultiple refused above 24 properties;
- * - no ReadPropertyMultiple: everything with ReadProperty.
+ *   element, and ReadPropertyMultiple refused above 24 properties (the baseline);
+ * - no ReadPropertyMultiple: everything with ReadProperty, the object list element by element too.
+ *
+ * A segmenting device is not simulated: the simulator answers with @bacnet-js/client, which
+ * cannot send a segmented answer, and a whole object list of 3,000 entries overflows its one-APDU
+ * buffer (the simulator crashed on it). The tests cover segmented reads against small lists.
  *
  * Rounds interleave the devices; medians, and each device's ratio to the baseline of the same run.
  */
@@ -31,9 +34,8 @@ const OBJECTS = numberArg('objects', 3000);
 const ROUNDS = numberArg('rounds', 5);
 const HOST = '127.0.0.3';
 const KINDS = [
-  { key: 'segmenting', address: '127.0.0.2', instance: 9001, opts: {} },
   { key: 'no segmentation', address: '127.0.0.4', instance: 9002, opts: { maxList: 40, rpm: 24 } },
-  { key: 'no ReadPropertyMultiple', address: '127.0.0.5', instance: 9003, opts: { rpm: 'reject' as const } },
+  { key: 'no ReadPropertyMultiple', address: '127.0.0.5', instance: 9003, opts: { maxList: 40, rpm: 'reject' as const } },
 ];
 
 async function simulate(): Promise<void> {
@@ -128,11 +130,11 @@ async function main(): Promise<void> {
       }
     }
     const rssAfter = await rss();
-    const base0 = median(times.get('segmenting') ?? []);
+    const base0 = median(times.get('no segmentation') ?? []);
     const lines = [
       `Run: \`npm run bench -- learn\` on ${machineLine()}; the daemon (\`hayloft serve\`, its own process), the simulated devices (another process) and this client share the 2 cores; ${OBJECTS} analog values per device, ${ROUNDS} interleaved rounds, medians. One learn = \`learn\` (object list) + \`learn AV\` (${proposals} proposals: name, units, priority array per object).`,
       '',
-      '| device | learn (s) | ratio to segmenting |',
+      '| device | learn (s) | ratio to no segmentation |',
       '|---|---|---|',
       ...KINDS.map((k) => {
         const m = median(times.get(k.key) ?? []);
