@@ -19,6 +19,9 @@
  *    historical DDATA: samples/s from the start of the process to the last sample received.
  *
  *   npm run bench -- mqtt [--seconds 15] [--warmup 10] [--rounds 3] [--backlog-rounds 2] [--live-only] [--no-record]
+ *
+ * `--cur-only`: the live case with points without `his` (published on curVal change; the
+ * figures are printed, not recorded).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -40,6 +43,8 @@ const SECONDS = numberArg('--seconds', 15);
 const WARMUP = numberArg('--warmup', 10);
 const ROUNDS = numberArg('--rounds', 3);
 const BACKLOG_ROUNDS = hasFlag('--live-only') ? 0 : numberArg('--backlog-rounds', 2);
+/** Points without `his`: published on curVal change, no history, no store and forward (not recorded). */
+const CUR_ONLY = hasFlag('--cur-only');
 const LIVE_POINTS = 10_000;
 const DEVICES = 10;
 const PER_DEVICE = LIVE_POINTS / DEVICES;
@@ -149,12 +154,11 @@ async function createModel(base: string, token: string, ports: number[]): Promis
         id: `r:dev${d}-p${a}`,
         point: 'm:',
         cur: 'm:',
-        his: 'm:',
+        ...(CUR_ONLY ? {} : { his: 'm:', hisCollectInterval: 'n:1 s' }),
         sensor: 'm:',
         name: `s:r${a}`,
         kind: 's:Number',
         tz: 's:UTC',
-        hisCollectInterval: 'n:1 s',
         siteRef: 'r:site',
         equipRef: `r:eq${d}`,
         modbusConnRef: `r:dev${d}`,
@@ -193,7 +197,8 @@ async function live(dir: string, brokerUrl: string | null, sub: Subscriber, port
     const delivered0 = sub.live;
     const c0 = await counters(d.base, token);
     sub.delays = [];
-    sub.timing = brokerUrl !== null;
+    // A curVal report carries the time of the pass, not of the poll: no latency for those.
+    sub.timing = brokerUrl !== null && !CUR_ONLY;
     const rss: number[] = [];
     for (let i = 0; i < SECONDS; i++) {
       await sleep(Math.max(0, t0 + (i + 1) * 1000 - performance.now()));
@@ -323,7 +328,7 @@ async function main(): Promise<void> {
       console.log(`backlog round ${r + 1}: ${JSON.stringify(drains.at(-1))}`);
     }
     console.log(`bench/mqtt took ${((performance.now() - started) / 1000).toFixed(0)} s`);
-    if (BACKLOG_ROUNDS === 0 || ROUNDS === 0) return;
+    if (BACKLOG_ROUNDS === 0 || ROUNDS === 0 || CUR_ONLY) return;
     const m = (xs: LiveResult[], k: keyof LiveResult): number => median(xs.map((x) => x[k]));
     const loads = [...base, ...withMqtt].map((x) => x.load);
     const md = `Measured on ${machineLine()}; mosquitto 2.0 on loopback; the daemon is its own process
