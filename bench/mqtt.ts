@@ -114,12 +114,14 @@ async function counters(base: string, token: string): Promise<{ published: numbe
 }
 
 /**
- * A subscriber (QoS 0) counting the samples of DDATA, live and historical; while `timing`, each
- * live sample's delay from its timestamp to its arrival.
+ * A subscriber (QoS 0) counting the samples of DDATA, live and historical. Live samples whose
+ * timestamp falls in `window` (epoch ms, from inclusive, to exclusive) are counted apart, with
+ * each one's delay from its timestamp to its arrival: counting by timestamp rather than by
+ * arrival keeps whole publish passes from landing in or out of a window at its edges.
  */
-async function subscriber(url: string): Promise<{ live: number; historical: number; distinct: Set<number>; last: number; timing: boolean; delays: number[]; close(): Promise<void> }> {
+async function subscriber(url: string): Promise<{ live: number; historical: number; distinct: Set<number>; last: number; window: [number, number]; delays: number[]; close(): Promise<void> }> {
   const c = await mqtt.connectAsync(url, { clean: true });
-  const n = { live: 0, historical: 0, distinct: new Set<number>(), last: 0, timing: false, delays: [] as number[], close: () => c.endAsync() };
+  const n = { live: 0, historical: 0, distinct: new Set<number>(), last: 0, window: [Infinity, Infinity] as [number, number], delays: [] as number[], close: () => c.endAsync() };
   c.on('message', (topic, payload) => {
     if (!topic.includes('/DDATA/')) return;
     const at = Date.now();
@@ -130,7 +132,8 @@ async function subscriber(url: string): Promise<{ live: number; historical: numb
         n.distinct.add(num(m.alias) * 2 ** 41 + num(m.timestamp));
       } else if (m.properties === undefined || m.properties === null) {
         n.live++;
-        if (n.timing) n.delays.push(at - num(m.timestamp));
+        const ts = num(m.timestamp);
+        if (ts >= n.window[0] && ts < n.window[1]) n.delays.push(at - ts);
       }
     }
     n.last = performance.now();
@@ -176,9 +179,9 @@ interface LiveResult {
   written: number;
   /** Live samples/s the daemon published (its counter). */
   published: number;
-  /** Live samples/s the subscriber received. */
+  /** Live samples/s the subscriber received, by their timestamps in the window. */
   delivered: number;
-  /** Poll to arrival, ms: median and 99th percentile of the window's live samples. */
+  /** Poll to arrival, ms: median and 99th percentile of the window's live samples (his points only). */
   p50: number;
   p99: number;
   /** 1-minute load average of the machine at the end of the window. */
@@ -194,11 +197,9 @@ async function live(dir: string, brokerUrl: string | null, sub: Subscriber, port
     await sleep(WARMUP * 1000);
     const cpu0 = cpuSeconds(d.pid);
     const t0 = performance.now();
-    const delivered0 = sub.live;
     const c0 = await counters(d.base, token);
     sub.delays = [];
-    // A curVal report carries the time of the pass, not of the poll: no latency for those.
-    sub.timing = brokerUrl !== null && !CUR_ONLY;
+    sub.window = [Date.now(), Infinity];
     const rss: number[] = [];
     for (let i = 0; i < SECONDS; i++) {
       await sleep(Math.max(0, t0 + (i + 1) * 1000 - performance.now()));
@@ -207,9 +208,13 @@ async function live(dir: string, brokerUrl: string | null, sub: Subscriber, port
     const wall = (performance.now() - t0) / 1000;
     const cpu = ((cpuSeconds(d.pid) - cpu0) / wall) * 100;
     const c1 = await counters(d.base, token);
-    sub.timing = false;
-    const delivered = (sub.live - delivered0) / wall;
-    const delays = sub.delays.sort((a, b) => a - b);
+    sub.window = [sub.window[0], sub.window[0] + wall * 1000];
+    // The window's last samples go out at the next pass: wait for it (a publish interval and a margin).
+    await sleep(2500);
+    const delivered = sub.delays.length / wall;
+    // A curVal report carries the time of the pass, not of the poll: no latency for those.
+    const delays = CUR_ONLY ? [] : sub.delays.sort((a, b) => a - b);
+    sub.window = [Infinity, Infinity];
     const pct = (q: number): number => delays[Math.min(delays.length - 1, Math.floor(q * delays.length))] ?? NaN;
     return {
       cpu,
@@ -268,7 +273,7 @@ async function resetCursors(dir: string): Promise<void> {
 }
 
 /** The drain of a day's backlog: from the daemon's start to the last of its samples received, each once. */
-async function backlog(dir: string, brokerUrl: string): Promise<{ seconds: number; rate: number; rss: number }> {
+async function backlog(dir: string, brokerUrl: string): Promise<{ seconds: number; rate: number; rss: number; load: number }> {
   await resetCursors(dir);
   const sub = await subscriber(brokerUrl);
   const total = BACKLOG_POINTS * DAY;
@@ -284,7 +289,7 @@ async function backlog(dir: string, brokerUrl: string): Promise<{ seconds: numbe
     const seconds = (sub.last - startedAt) / 1000;
     // Every sample of the day arrived; a sample sent twice would make the rate look better than it is.
     if (sub.historical !== total) throw new Error(`${sub.historical} historical samples received for ${total} distinct`);
-    return { seconds, rate: total / seconds, rss: peak };
+    return { seconds, rate: total / seconds, rss: peak, load: os.loadavg()[0] as number };
   } finally {
     await sub.close();
     await stopDaemon(d);
@@ -321,7 +326,7 @@ async function main(): Promise<void> {
       withMqtt.push(await live(mqttDir, broker.url, sub, ports, r === 0));
       console.log(`round ${r + 1}: baseline ${JSON.stringify(base.at(-1))}\n         mqtt ${JSON.stringify(withMqtt.at(-1))}`);
     }
-    const drains: { seconds: number; rate: number; rss: number }[] = [];
+    const drains: { seconds: number; rate: number; rss: number; load: number }[] = [];
     if (BACKLOG_ROUNDS > 0) await seedBacklog(backDir);
     for (let r = 0; r < BACKLOG_ROUNDS; r++) {
       drains.push(await backlog(backDir, broker.url));
@@ -347,13 +352,14 @@ produced it, same clock).
 | CPU, share of one core | ${m(base, 'cpu').toFixed(1)} % | ${m(withMqtt, 'cpu').toFixed(1)} % | ${(m(withMqtt, 'cpu') - m(base, 'cpu')).toFixed(1)} points (x${(m(withMqtt, 'cpu') / m(base, 'cpu')).toFixed(2)}) |
 | resident memory (median) | ${m(base, 'rss').toFixed(0)} MB | ${m(withMqtt, 'rss').toFixed(0)} MB | ${(m(withMqtt, 'rss') - m(base, 'rss')).toFixed(0)} MB |
 | samples collected into history from the polls | ${m(base, 'written').toFixed(0)} /s | ${m(withMqtt, 'written').toFixed(0)} /s | |
-| live samples published (the daemon's counter) | – | ${m(withMqtt, 'published').toFixed(0)} /s | |
-| live samples received by a subscriber (QoS 0, in the bench process) | – | ${m(withMqtt, 'delivered').toFixed(0)} /s | |
+| live samples published (the daemon's counter, which moves by whole passes: ±${Math.round(LIVE_POINTS / SECONDS)}/s over a window) | – | ${m(withMqtt, 'published').toFixed(0)} /s | |
+| live samples received by a subscriber (QoS 0, in the bench process), by their timestamps in the window | – | ${m(withMqtt, 'delivered').toFixed(0)} /s | |
 | poll to arrival, median / p99 | – | ${m(withMqtt, 'p50').toFixed(0)} ms / ${m(withMqtt, 'p99').toFixed(0)} ms | |
 
 Backlog: one day of ${BACKLOG_POINTS.toLocaleString('en-US')} points at one-minute samples (${(BACKLOG_POINTS * DAY).toLocaleString('en-US')}), every cursor at its start, drained as
 historical DDATA (1,000 metrics per message) from the start of the process to the last sample received, ${BACKLOG_ROUNDS} rounds:
-${median(drains.map((x) => x.seconds)).toFixed(1)} s, **${Math.round(median(drains.map((x) => x.rate))).toLocaleString('en-US')} samples/s**; peak resident memory ${median(drains.map((x) => x.rss)).toFixed(0)} MB.
+${median(drains.map((x) => x.seconds)).toFixed(1)} s, **${Math.round(median(drains.map((x) => x.rate))).toLocaleString('en-US')} samples/s**; peak resident memory ${median(drains.map((x) => x.rss)).toFixed(0)} MB
+(load average at the end of the drains: ${drains.map((x) => x.load.toFixed(1)).join(', ')}).
 `;
     console.log(md);
     if (!hasFlag('--no-record')) recordSection('mqtt', md);
