@@ -691,6 +691,8 @@ export class EdgeNode {
         else valueChanged = cur.value !== last.value;
       }
       if (!qualityChanged && !valueChanged) continue;
+      // A value report of a point without his is a live sample too (a quality-only report is not).
+      if (valueChanged) this.counters.liveSamples++;
       const metric: UMetric = { alias: m.alias, timestamp: now, ...this.metricValue(m, cur.value) };
       if (qualityChanged) metric.properties = { Quality: { type: 'Int32', value: cur.quality } };
       let out = live.get(m.device);

@@ -161,9 +161,11 @@ t.test('births, aliases, properties, DDATA against history and curVal, seq, Rebi
   t.same(samplesOf(sub, num(ahu.get('fan')?.alias)).map((x) => x.value), [true, false]);
   const rec = await readRec(edge, 'temp');
   t.equal(rec?.curVal, `${tempSamples.at(-1)?.[1]}°F`, 'the last value published is curVal');
-  // A point without his: its curVal changes are reported.
+  // A point without his: its curVal changes are reported, and counted as live samples.
+  const liveBefore = edge.app.edgeNode?.stats().liveSamples ?? NaN;
   edge.app.points.setCur('sp', { curVal: HNumber.of(72.5, '°F') });
   await until('sp change', () => sub.of('DDATA').some((m) => m.device === 'boiler' && (m.payload.metrics ?? []).some((x) => num(x.alias) === num(sp.alias) && x.value === 72.5)));
+  t.equal(edge.app.edgeNode?.stats().liveSamples, liveBefore + 1, 'the curVal report counts in hayloft_mqtt_samples_live_total');
   // DDATA timing: the interval gathers changes; a device never gets two DDATA closer than it allows
   // (the bound is a floor, not a deadline: a slow machine only spaces them more).
   const perDevice = new Map<string, number[]>();
