@@ -25,18 +25,6 @@ import type { Logger } from '../lib/log.js';
 import type { Model } from '../model/model.js';
 import type { PointState } from '../model/point-state.js';
 
-/**
- * Checks a record's `modbusRegMap` as createRec and updateRec store it, so a map with errors is
- * refused at once (every bad row with its line, HL_BAD_REG_MAP) and changes nothing, rather than
- * being stored and failing at the next learn. Returns the number of registers (0 without a map).
- */
-export function checkRegMap(rec: HDict): number {
-  const map = rec.get('modbusRegMap');
-  if (map === undefined) return 0;
-  if (typeof map !== 'string') throw new HayloftError(ErrorCodes.BAD_REG_MAP, 'modbusRegMap must be a Str holding the CSV text of the register map');
-  if (!rec.has('modbusConn')) throw new HayloftError(ErrorCodes.BAD_REG_MAP, 'modbusRegMap belongs on a Modbus connector (a record with modbusConn)');
-  return parseRegMap(map).length;
-}
 
 export interface DiscoverRequest {
   /** `host:port` for a directed Who-Is. */

@@ -6,7 +6,7 @@
 import { HDict, HGrid, HNumber, HRef } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import type { CommitGuard } from '../../model/model.js';
-import { checkRegMap } from '../../poller/commission.js';
+import { checkRegMap } from '../../poller/reg-map-check.js';
 import { type Op, type OpRequest, can, demand } from '../op.js';
 
 /** Users, roles and policies decide who may do what: changing them needs USER_ADMIN too. */

@@ -16,10 +16,22 @@
  * A map is all or nothing: every bad row is reported, with its line number, in one error, and
  * nothing is proposed from a map with errors.
  */
-import { parse } from 'csv-parse/sync';
+import { createRequire } from 'node:module';
+import type { parse as Parse } from 'csv-parse/sync';
 import { HNumber } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError, isHayloftError } from '../../lib/errors.js';
 import { parseModbusCur } from './address.js';
+
+/**
+ * csv-parse, loaded on the first map read: createRec and updateRec check every map they are given
+ * (records op), and a gateway without Modbus maps need not carry the parser (issue 19). Its
+ * CommonJS build, as the check is synchronous.
+ */
+let csvParse: typeof Parse | undefined;
+function parser(): typeof Parse {
+  csvParse ??= (createRequire(import.meta.url)('csv-parse/sync') as { parse: typeof Parse }).parse;
+  return csvParse;
+}
 
 export interface RegEntry {
   /** Line of the CSV the entry came from. */
@@ -63,7 +75,7 @@ function mapError(problems: readonly string[]): HayloftError {
 export function parseRegMap(csv: string): RegEntry[] {
   let rows: { record: string[]; info: { lines: number } }[];
   try {
-    rows = parse(csv, { info: true, skip_empty_lines: true, trim: true, relax_column_count: true, comment: '#', bom: true }) as unknown as typeof rows;
+    rows = parser()(csv, { info: true, skip_empty_lines: true, trim: true, relax_column_count: true, comment: '#', bom: true }) as unknown as typeof rows;
   } catch (e) {
     const line = (e as { lines?: number }).lines;
     throw mapError([`line ${line ?? '?'}: ${e instanceof Error ? e.message : String(e)}`]);
