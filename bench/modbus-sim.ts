@@ -40,3 +40,29 @@ export function serveRegisters(regs: Uint16Array, onRead?: (addr: number, qty: n
   });
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
 }
+
+/**
+ * `count` devices of `per` registers each, every register changing every second (as a busy
+ * building's would); `onRead(d)` gives device d's block-read observer. `stop` ends the changes.
+ */
+export async function changingDevices(
+  count: number,
+  per: number,
+  onRead?: (device: number) => (addr: number, qty: number) => void,
+): Promise<{ regs: Uint16Array[]; ports: number[]; stop(): void }> {
+  const regs: Uint16Array[] = [];
+  const ports: number[] = [];
+  for (let d = 0; d < count; d++) {
+    const r = new Uint16Array(per);
+    regs.push(r);
+    const server = await serveRegisters(r, onRead?.(d));
+    server.unref();
+    ports.push((server.address() as net.AddressInfo).port);
+  }
+  let tick = 0;
+  const ticker = setInterval(() => {
+    tick++;
+    for (const r of regs) for (let i = 0; i < r.length; i++) r[i] = (tick * 7 + i) % 1000;
+  }, 1000);
+  return { regs, ports, stop: () => clearInterval(ticker) };
+}

@@ -37,7 +37,7 @@ import { silentLogger } from '../src/lib/log.js';
 import { decode, num } from '../src/sync/mqtt/sparkplug.js';
 import { SyncState } from '../src/sync/state.js';
 import { BENCH_ADMIN, BENCH_CLIENT, type Daemon, hasFlag, jsonGrid, loginDaemon, machineLine, median, numberArg, postOp, recordSection, sleep, startDaemon, stopDaemon } from './harness.js';
-import { serveRegisters } from './modbus-sim.js';
+import { changingDevices } from './modbus-sim.js';
 
 const SECONDS = numberArg('--seconds', 15);
 const WARMUP = numberArg('--warmup', 10);
@@ -298,20 +298,8 @@ async function backlog(dir: string, brokerUrl: string): Promise<{ seconds: numbe
 
 async function main(): Promise<void> {
   // The devices: every register changes every second.
-  const regs: Uint16Array[] = [];
-  const ports: number[] = [];
-  for (let d = 0; d < DEVICES; d++) {
-    const r = new Uint16Array(PER_DEVICE);
-    regs.push(r);
-    const server = await serveRegisters(r);
-    server.unref();
-    ports.push((server.address() as net.AddressInfo).port);
-  }
-  let tick = 0;
-  const ticker = setInterval(() => {
-    tick++;
-    for (const r of regs) for (let i = 0; i < r.length; i++) r[i] = (tick * 7 + i) % 1000;
-  }, 1000);
+  const devices = await changingDevices(DEVICES, PER_DEVICE);
+  const { ports } = devices;
   const broker = await startBroker();
   const baseDir = tmp('base');
   const mqttDir = tmp('live');
@@ -364,7 +352,7 @@ ${median(drains.map((x) => x.seconds)).toFixed(1)} s, **${Math.round(median(drai
     console.log(md);
     if (!hasFlag('--no-record')) recordSection('mqtt', md);
   } finally {
-    clearInterval(ticker);
+    devices.stop();
     await sub.close();
     broker.proc.kill('SIGTERM');
     rmSync(baseDir, { recursive: true, force: true });

@@ -15,10 +15,9 @@
  * the same with the sockets connected; both in the same run.
  */
 import { readFileSync } from 'node:fs';
-import type net from 'node:net';
 import { io, type Socket } from 'socket.io-client';
 import { hasFlag, loginDaemon, machineLine, median, numberArg, recordSection, sleep, startDaemon, stopDaemon } from './harness.js';
-import { serveRegisters } from './modbus-sim.js';
+import { changingDevices } from './modbus-sim.js';
 
 const POINTS = numberArg('--points', 10_000);
 const SOCKETS = numberArg('--sockets', 20);
@@ -55,17 +54,13 @@ async function main(): Promise<void> {
   // over together, so the poll ends at its last block).
   const answered: Float64Array[] = [];
   const pollEnd: Float64Array[] = [];
-  const ports: number[] = [];
-  const regs: Uint16Array[] = [];
-  for (let d = 0; d < DEVICES; d++) {
-    const r = new Uint16Array(PER_DEVICE);
+  const devices = await changingDevices(DEVICES, PER_DEVICE, () => {
     const at = new Float64Array(PER_DEVICE);
     const end = new Float64Array(PER_DEVICE);
-    regs.push(r);
     answered.push(at);
     pollEnd.push(end);
     let cycleFrom = 0;
-    const server = await serveRegisters(r, (addr, qty) => {
+    return (addr, qty) => {
       const t = now();
       for (let i = addr; i < addr + qty; i++) at[i] = t;
       if (addr === 0) cycleFrom = 0;
@@ -73,15 +68,9 @@ async function main(): Promise<void> {
         for (let i = cycleFrom; i < PER_DEVICE; i++) end[i] = t;
         cycleFrom = PER_DEVICE;
       }
-    });
-    server.unref();
-    ports.push((server.address() as net.AddressInfo).port);
-  }
-  let tick = 0;
-  const ticker = setInterval(() => {
-    tick++;
-    for (const r of regs) for (let i = 0; i < r.length; i++) r[i] = (tick * 7 + i) % 1000;
-  }, 1000);
+    };
+  });
+  const { ports } = devices;
 
   const daemon = await startDaemon();
   const base = daemon.base;
@@ -187,7 +176,7 @@ ${SECONDS} s per phase, after ${WARMUP} s of warm-up and 5 s with the sockets co
     if (!hasFlag('--no-record')) recordSection('push', md);
   } finally {
     for (const s of sockets) s.close();
-    clearInterval(ticker);
+    devices.stop();
     await stopDaemon(daemon);
   }
 }
