@@ -288,6 +288,18 @@ export function pushGroup(opts: PushOptions): RouteGroup {
     return loading;
   }
 
+  /** Runs `use` with the engine: at once once loaded, else when it is (`fail` if it cannot load). */
+  function withEngine(kit: RouteKit, use: (e: Engine) => void, fail: () => void): void {
+    if (engine !== undefined) {
+      use(engine);
+      return;
+    }
+    engineFor(kit).then(use, (err: unknown) => {
+      log.error({ err }, 'cannot load socket.io');
+      fail();
+    });
+  }
+
   return {
     routes(kit) {
       kit.route(
@@ -302,16 +314,7 @@ export function pushGroup(opts: PushOptions): RouteGroup {
             kit.budget.take(n);
             res.once('close', () => kit.budget.give(n));
           }
-          if (engine !== undefined) engine.handleRequest(req, res);
-          else {
-            engineFor(kit).then(
-              (e) => e.handleRequest(req, res),
-              (err: unknown) => {
-                log.error({ err }, 'cannot load socket.io');
-                res.destroy();
-              },
-            );
-          }
+          withEngine(kit, (e) => e.handleRequest(req, res), () => res.destroy());
         },
         'push',
       );
@@ -323,16 +326,7 @@ export function pushGroup(opts: PushOptions): RouteGroup {
       // Websockets: the upgrade of a request the server parsed (headers timeout, connection cap).
       server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
         if (!(req.url ?? '').startsWith(PATH)) socket.destroy();
-        else if (engine !== undefined) engine.handleUpgrade(req, socket, head);
-        else {
-          engineFor(kit).then(
-            (e) => e.handleUpgrade(req, socket, head),
-            (err: unknown) => {
-              log.error({ err }, 'cannot load socket.io');
-              socket.destroy();
-            },
-          );
-        }
+        else withEngine(kit, (e) => e.handleUpgrade(req, socket, head), () => socket.destroy());
       });
     },
     close() {

@@ -25,7 +25,6 @@ import type { Logger } from '../lib/log.js';
 import type { Model } from '../model/model.js';
 import type { PointState } from '../model/point-state.js';
 
-
 export interface DiscoverRequest {
   /** `host:port` for a directed Who-Is. */
   readonly address?: string;

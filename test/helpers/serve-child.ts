@@ -24,10 +24,10 @@ export interface Child {
 /**
  * Starts `hayloft serve` (the CLI, as systemd runs it) on a data folder with HAYLOFT_* variables,
  * the test administrator and client on first start; resolves once it serves, logged in as admin.
- * `args` follow `serve` (`--demo`).
+ * `args` follow `serve` (`--demo`); `nodeArgs` go to Node before the CLI (`--import` a hook).
  */
-export async function serveChild(t: Test, dir: string, env: Record<string, string> = {}, args: string[] = []): Promise<Child> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', CLI, 'serve', ...args], {
+export async function serveChild(t: Test, dir: string, env: Record<string, string> = {}, args: string[] = [], nodeArgs: string[] = []): Promise<Child> {
+  const proc = spawn(process.execPath, ['--import', 'tsx', ...nodeArgs, CLI, 'serve', ...args], {
     env: {
       ...process.env,
       HAYLOFT_DATA_DIR: dir,
