@@ -7,13 +7,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { BodyBudget } from './guard.js';
+import { groupThousands } from '../lib/quote.js';
 
-const COUNT = new Intl.NumberFormat('en-US');
 
 function tooLarge(maxBytes: number, limitName: string): HayloftError {
   return new HayloftError(
     ErrorCodes.TOO_LARGE,
-    `the request body is larger than the limit of ${COUNT.format(maxBytes)} bytes (${limitName}): send the data in smaller batches`,
+    `the request body is larger than the limit of ${groupThousands(maxBytes)} bytes (${limitName}): send the data in smaller batches`,
   );
 }
 

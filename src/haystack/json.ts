@@ -7,7 +7,7 @@
  * grids of 100,000 rows go through here.
  */
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
-import { quoteInput } from '../lib/quote.js';
+import { groupThousands, quoteInput } from '../lib/quote.js';
 import { DEFAULT_SHAPE_LIMITS, type ShapeLimits, charsOf, limitError } from './limits.js';
 import { HisGrid, rowChunks } from './his-grid.js';
 import { parseDate, parseDateTime, parseInstant, parseTime, parsedZone } from './datetime.js';
@@ -263,7 +263,7 @@ export function decodeGrid(j: unknown, path = '', lim: ShapeLimits = DEFAULT_SHA
   }
   const colsJ = j.cols;
   if (!Array.isArray(colsJ)) throw badGrid(p('cols'), 'must be an array of columns');
-  if (colsJ.length > lim.maxCols) throw limitError(p('cols'), `${colsJ.length.toLocaleString('en-US')} columns`, lim.maxCols, 'maxCols');
+  if (colsJ.length > lim.maxCols) throw limitError(p('cols'), `${groupThousands(colsJ.length)} columns`, lim.maxCols, 'maxCols');
   const cols: HCol[] = [];
   const colNames = new Set<string>();
   for (let i = 0; i < colsJ.length; i++) {

@@ -5,6 +5,7 @@
  * Each limit refused is an HL_LIMIT error naming the limit, answered 400.
  */
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import { groupThousands } from '../lib/quote.js';
 
 export interface ShapeLimits {
   /**
@@ -30,7 +31,6 @@ export const DEFAULT_SHAPE_LIMITS: ShapeLimits = Object.freeze({ maxDepth: MAX_D
  */
 export const STORED_SHAPE_LIMITS: ShapeLimits = Object.freeze({ maxDepth: 256, maxValueChars: Infinity, maxCols: Infinity });
 
-const COUNT = new Intl.NumberFormat('en-US');
 
 /**
  * HL_LIMIT: at `place` (a path such as `rows[3].dis`, or ''), `what` is above the limit named
@@ -38,10 +38,10 @@ const COUNT = new Intl.NumberFormat('en-US');
  * limit of 65,536 (maxValueChars)`, `zinc: ... (maxDepth) at line 3, column 33`.
  */
 export function limitError(place: string, what: string, limit: number, name: string, at = ''): HayloftError {
-  return new HayloftError(ErrorCodes.LIMIT, `${place === '' ? '' : `${place}: `}${what} is above the limit of ${COUNT.format(limit)} (${name})${at}`);
+  return new HayloftError(ErrorCodes.LIMIT, `${place === '' ? '' : `${place}: `}${what} is above the limit of ${groupThousands(limit)} (${name})${at}`);
 }
 
 /** `a text of 100,002 chars`. */
 export function charsOf(text: string): string {
-  return `a text of ${COUNT.format(text.length)} chars`;
+  return `a text of ${groupThousands(text.length)} chars`;
 }

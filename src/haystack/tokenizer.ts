@@ -26,6 +26,7 @@ import { limitError } from './limits.js';
 import { type ErrorCode, ErrorCodes, HayloftError } from '../lib/errors.js';
 import { parseDate, parseDateTime, parseTime } from './datetime.js';
 import { HNumber, HRef, HUri, isUnitText, type HVal } from './values.js';
+import { groupThousands } from '../lib/quote.js';
 
 export type TokenType = 'id' | 'val' | 'sym' | 'regex' | 'nl' | 'eof';
 
@@ -115,7 +116,6 @@ function withoutSeparators(s: string, start: number, end: number): string {
   return out + s.slice(run, end);
 }
 
-const COUNT = new Intl.NumberFormat('en-US');
 
 export class Tokenizer {
   private readonly src: string;
@@ -214,7 +214,7 @@ export class Tokenizer {
   private setToken(type: TokenType, val: HVal | undefined): void {
     if (this.pos - this.start > this.maxTokenChars) {
       const at = this.kind === 'filter' ? ` at column ${this.tokCol}` : ` at line ${this.tokLine}, column ${this.tokCol}`;
-      throw limitError(this.kind, `a token of ${COUNT.format(this.pos - this.start)} chars`, this.maxTokenChars, 'maxValueChars', at);
+      throw limitError(this.kind, `a token of ${groupThousands(this.pos - this.start)} chars`, this.maxTokenChars, 'maxValueChars', at);
     }
     this.lexed = true;
     this.type = type;

@@ -2,13 +2,20 @@
  * Time zones: Haystack zone names (the last part of an IANA name: `New_York`, `Sydney`, plus
  * `UTC`, `Rel`, `GMT`, `GMT+n`, `GMT-n`) to zones that give the UTC offset at any instant.
  *
- * Offsets come from Node's Intl (the ICU tz database), learned per zone as periods of constant
- * offset with their exact transitions (see learnPeriod), so per-sample paths (formatting history,
- * validating parsed offsets) cost a range check, or a binary search, not an Intl or luxon call.
- * Hand-written rather than luxon because luxon parses at ~61k/s here while this path must run at
- * millions of samples per second.
+ * Offsets come from the system's zone files (tzif.ts, which says why), or from Node's Intl (the
+ * ICU tz database) where a zone has no readable file. They are learned per zone as periods of
+ * constant offset with their exact transitions (see learnPeriod), so per-sample paths (formatting
+ * history, validating parsed offsets) cost a range check, or a binary search, not a lookup in the
+ * zone's data. Hand-written rather than luxon because luxon parses at ~61k/s here while this path
+ * must run at millions of samples per second (and luxon, too, asks Intl).
  */
+import { readFileSync, readlinkSync } from 'node:fs';
+import path from 'node:path';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import { civilFromDays } from './calendar.js';
+import { type TzifZone, hasZoneFile, loadTzif } from './tzif.js';
+
+export { civilFromDays, daysFromCivil } from './calendar.js';
 
 /** How far apart offset probes are: no zone changes offset twice within six hours. */
 const PROBE_MS = 6 * 3600_000;
@@ -32,30 +39,6 @@ const PAD2: string[] = Array.from({ length: 100 }, (_, i) => (i < 10 ? '0' + i :
 /** `hh:mm:` for every minute of a day, so formatting a time is two lookups. */
 const MINUTE_TEXT: string[] = Array.from({ length: 1440 }, (_, i) => `${PAD2[Math.floor(i / 60)]}:${PAD2[i % 60]}:`);
 
-/** Proleptic Gregorian civil date from days since 1970-01-01 (H. Hinnant's algorithm). */
-export function civilFromDays(days: number): [number, number, number] {
-  const z = days + 719468;
-  const era = Math.floor(z / 146097);
-  const doe = z - era * 146097;
-  const yoe = Math.floor((doe - Math.floor(doe / 1460) + Math.floor(doe / 36524) - Math.floor(doe / 146096)) / 365);
-  const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
-  const mp = Math.floor((5 * doy + 2) / 153);
-  const d = doy - Math.floor((153 * mp + 2) / 5) + 1;
-  const m = mp < 10 ? mp + 3 : mp - 9;
-  return [yoe + era * 400 + (m <= 2 ? 1 : 0), m, d];
-}
-
-/** Days since 1970-01-01 of a proleptic Gregorian date (the inverse of civilFromDays). Unlike
- * Date.UTC it reads years 0-99 as themselves, not as 1900-1999. */
-export function daysFromCivil(y: number, m: number, d: number): number {
-  const yy = m <= 2 ? y - 1 : y;
-  const era = Math.floor(yy / 400);
-  const yoe = yy - era * 400;
-  const doy = Math.floor((153 * (m + (m > 2 ? -3 : 9)) + 2) / 5) + d - 1;
-  const doe = yoe * 365 + Math.floor(yoe / 4) - Math.floor(yoe / 100) + doy;
-  return era * 146097 + doe - 719468;
-}
-
 function formatOffset(sec: number, utcZ: boolean, rel: boolean): string {
   if (sec === 0) return utcZ ? 'Z' : rel ? '-00:00' : '+00:00';
   const sign = sec < 0 ? '-' : '+';
@@ -73,7 +56,8 @@ export class TimeZone {
   /** The offset in seconds when the zone never changes it, else null. */
   readonly fixedOffset: number | null;
 
-  private readonly dtf: Intl.DateTimeFormat | null;
+  /** Where exact offsets come from, set on first need: the zone's file, else Intl (tzif.ts says why). */
+  private source: TzifZone | Intl.DateTimeFormat | undefined;
   private readonly offsetTails = new Map<number, [string, string, string]>();
   private lastTailsOff = NaN;
   private lastTails: [string, string, string] = ['', '', ''];
@@ -93,20 +77,6 @@ export class TimeZone {
     this.fixedOffset = fixedOffset;
     this.utcZ = name === 'UTC';
     this.rel = name === 'Rel';
-    this.dtf =
-      fixedOffset === null
-        ? new Intl.DateTimeFormat('en-US', {
-            timeZone: iana,
-            hourCycle: 'h23',
-            year: 'numeric',
-            month: 'numeric',
-            day: 'numeric',
-            hour: 'numeric',
-            minute: 'numeric',
-            second: 'numeric',
-            era: 'short',
-          })
-        : null;
   }
 
   /** UTC offset in seconds in force at the instant. */
@@ -134,10 +104,10 @@ export class TimeZone {
   }
 
   /**
-   * Finds the span of constant offset around `t` with Intl: probes every PROBE_MS out to
+   * Finds the span of constant offset around `t`: probes every PROBE_MS out to
    * LEARN_SPAN_MS each way, and where a probe differs, bisects to the second of the transition.
    * Offsets never change twice within PROBE_MS, so no transition is stepped over. A year of
-   * history then costs a few hundred Intl calls in all, not one per sample or per bucket.
+   * history then costs a few hundred lookups in all, not one per sample or per bucket.
    */
   private learnPeriod(t: number): Period {
     const off = this.exactOffset(t);
@@ -188,44 +158,13 @@ export class TimeZone {
   }
 
   private exactOffset(epochMs: number): number {
-    const dtf = this.dtf as Intl.DateTimeFormat;
-    let y = 0;
-    let mo = 0;
-    let d = 0;
-    let h = 0;
-    let mi = 0;
-    let s = 0;
-    let bc = false;
-    for (const p of dtf.formatToParts(epochMs)) {
-      switch (p.type) {
-        case 'year':
-          y = Number(p.value);
-          break;
-        case 'month':
-          mo = Number(p.value);
-          break;
-        case 'day':
-          d = Number(p.value);
-          break;
-        case 'hour':
-          h = Number(p.value);
-          break;
-        case 'minute':
-          mi = Number(p.value);
-          break;
-        case 'second':
-          s = Number(p.value);
-          break;
-        case 'era':
-          bc = p.value.startsWith('B');
-          break;
-      }
+    let src = this.source;
+    if (src === undefined) {
+      src = loadTzif(this.iana) ?? intlFormat(this.iana);
+      this.source = src;
     }
-    const date = new Date(0);
-    date.setUTCFullYear(bc ? 1 - y : y, mo - 1, d);
-    date.setUTCHours(h, mi, s, 0);
-    const wholeSec = Math.floor(epochMs / 1000) * 1000;
-    return Math.round((date.getTime() - wholeSec) / 1000);
+    if (!(src instanceof Intl.DateTimeFormat)) return src.offsetAt(Math.floor(epochMs / 1000));
+    return intlOffset(src, epochMs);
   }
 
   /**
@@ -292,6 +231,62 @@ export class TimeZone {
   }
 }
 
+/** A formatter whose parts give the wall-clock time of an instant in a zone. */
+export function intlFormat(iana: string): Intl.DateTimeFormat {
+  return new Intl.DateTimeFormat('en-US', {
+    timeZone: iana,
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: 'numeric',
+    day: 'numeric',
+    hour: 'numeric',
+    minute: 'numeric',
+    second: 'numeric',
+    era: 'short',
+  });
+}
+
+/** The offset in seconds in force at an instant, from the zone's wall-clock time by Intl. */
+export function intlOffset(dtf: Intl.DateTimeFormat, epochMs: number): number {
+  let y = 0;
+  let mo = 0;
+  let d = 0;
+  let h = 0;
+  let mi = 0;
+  let s = 0;
+  let bc = false;
+  for (const p of dtf.formatToParts(epochMs)) {
+    switch (p.type) {
+      case 'year':
+        y = Number(p.value);
+        break;
+      case 'month':
+        mo = Number(p.value);
+        break;
+      case 'day':
+        d = Number(p.value);
+        break;
+      case 'hour':
+        h = Number(p.value);
+        break;
+      case 'minute':
+        mi = Number(p.value);
+        break;
+      case 'second':
+        s = Number(p.value);
+        break;
+      case 'era':
+        bc = p.value.startsWith('B');
+        break;
+    }
+  }
+  const date = new Date(0);
+  date.setUTCFullYear(bc ? 1 - y : y, mo - 1, d);
+  date.setUTCHours(h, mi, s, 0);
+  const wholeSec = Math.floor(epochMs / 1000) * 1000;
+  return Math.round((date.getTime() - wholeSec) / 1000);
+}
+
 let byName: Map<string, string> | undefined;
 const zones = new Map<string, TimeZone>();
 
@@ -324,6 +319,7 @@ function ianaNames(): Map<string, string> {
 }
 
 function validIana(iana: string): boolean {
+  if (hasZoneFile(iana)) return true;
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: iana });
     return true;
@@ -395,6 +391,42 @@ export function timeZoneNames(): string[] {
 
 /** The host's zone as a Haystack zone (UTC when the host's is unknown). */
 export function hostTimeZone(): TimeZone {
-  const iana = new Intl.DateTimeFormat().resolvedOptions().timeZone;
+  const iana = hostIana() ?? new Intl.DateTimeFormat().resolvedOptions().timeZone;
   return findTimeZone(haystackNameOf(iana)) ?? UTC;
+}
+
+/**
+ * The host's IANA zone as the C library finds it (`TZ`, the `/etc/localtime` link, Debian's
+ * `/etc/timezone`), when it names a zone Intl lists by the same Haystack name; otherwise undefined
+ * and Intl is asked (which costs what tzif.ts says). An alias (`US/Eastern`) is left to Intl,
+ * which gives its canonical name (`America/New_York`), so the Haystack name is the same either way.
+ */
+export function hostIana(env: Readonly<Record<string, string | undefined>> = process.env, etc = '/etc'): string | undefined {
+  const candidates: (() => string | undefined)[] = [
+    () => {
+      const tz = env.TZ;
+      if (tz === undefined || tz === '') return undefined;
+      return tz.startsWith(':') ? tz.slice(1) : tz;
+    },
+    () => {
+      const link = readlinkSync(path.join(etc, 'localtime'));
+      const i = link.lastIndexOf('zoneinfo/');
+      return i < 0 ? undefined : link.slice(i + 'zoneinfo/'.length);
+    },
+    () => readFileSync(path.join(etc, 'timezone'), 'utf8').trim(),
+  ];
+  for (const candidate of candidates) {
+    let iana: string | undefined;
+    try {
+      iana = candidate();
+    } catch {
+      continue;
+    }
+    if (iana === undefined || iana === '') continue;
+    const name = haystackNameOf(iana);
+    if (name === 'UTC' || (ianaNames().get(name) === iana && hasZoneFile(iana))) return iana;
+    // The first source the C library would use decides; a name we cannot take goes to Intl.
+    return undefined;
+  }
+  return undefined;
 }

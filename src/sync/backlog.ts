@@ -8,6 +8,7 @@ import type { HRef } from '../haystack/values.js';
 import type { Model } from '../model/model.js';
 import type { Store } from '../store/db.js';
 import type { HistoryStore } from '../store/history.js';
+import { groupThousands } from '../lib/quote.js';
 import { readAfter } from './his-batch.js';
 import { SyncState } from './state.js';
 
@@ -128,7 +129,7 @@ function when(ms: number | null): string {
 /** The report as text for an operator: one block per connector, optionally a line per point behind. */
 export function formatBacklog(report: readonly ConnectorBacklog[], perPoint = false): string {
   if (report.length === 0) return 'no uplink is configured (see the uplink and mqtt sections of the configuration) and none has left anything in the data folder\n';
-  const n = (x: number): string => x.toLocaleString('en-US');
+  const n = groupThousands;
   const lines: string[] = [];
   for (const c of report) {
     lines.push(c.configured ? `connector ${c.name} -> ${c.url ?? ''}` : `connector ${c.name} (not in the configuration: only its cursors are left in the data folder)`);
