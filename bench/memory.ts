@@ -17,6 +17,7 @@
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { timeZone } from '../src/haystack/tz.js';
+import { MALLOC_TUNABLES, NODE_FLAGS } from '../src/lib/runtime.js';
 import { procStatus as status, settledRss } from '../test/helpers/rss.js';
 import { hasFlag, loginDaemon as login, machineLine, median, numberArg, postOp as post, recordSection, sleep, startDaemon as startServer, stopDaemon as stopServer } from './harness.js';
 
@@ -116,7 +117,7 @@ for (let round = 0; round < ROUNDS; round++) {
 }
 const m = (k: string): string => (median(figures[k] ?? []) / MIB).toFixed(1);
 const range = (k: string): string => `${(Math.min(...(figures[k] ?? [])) / MIB).toFixed(1)}-${(Math.max(...(figures[k] ?? [])) / MIB).toFixed(1)}`;
-const md = `Run: \`npm run bench -- memory\` on ${machineLine()}; ${ROUNDS} rounds, medians (range in brackets). The daemon is \`node dist-bench/src/cli.js serve\` started with no Node flags (it applies its own: ${'`'}--max-semi-space-size=4 --heap-growing-percent=30${'`'} and GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1048576; on Node 20 by relaunching itself, the figures are the server process's); the daemon's zone and its points' are Sydney (a named zone with daylight time, as a site has; offsets from the system's zone files); the client is this benchmark's process. RSS from /proc/<pid>/status, median of samples every 200 ms over 2 s, taken twice: soon after the event (start, login, load) and after ${IDLE_MS / 1000} s left alone (30 s for the demo), when V8's memory reducer has given back the young generation and the start-up's garbage (it runs about 8 s after the last burst of allocation, by itself); the goals are read against the second, where a gateway spends its life. Machine shared with other engineers' test runs while measured.
+const md = `Run: \`npm run bench -- memory\` on ${machineLine()}; ${ROUNDS} rounds, medians (range in brackets). The daemon is \`node dist-bench/src/cli.js serve\` started with no Node flags (it applies its own: ${'`'}${NODE_FLAGS.join(' ')}${'`'} and GLIBC_TUNABLES=${MALLOC_TUNABLES.join(':')}, by relaunching itself; the figures are the server process's); the daemon's zone and its points' are Sydney (a named zone with daylight time, as a site has; offsets from the system's zone files); the client is this benchmark's process. RSS from /proc/<pid>/status, median of samples every 200 ms over 2 s, taken twice: soon after the event (start, login, load) and after ${IDLE_MS / 1000} s left alone (30 s for the demo), when V8's memory reducer (about 8 s after the last burst of allocation) and the daemon's own collection after start-up (src/lib/settle.ts, 10 s after it serves) have given back the young generation and start-up's garbage; the goals are read against the second, where a gateway spends its life. Machine shared with other engineers' test runs while measured.
 
 | figure | RSS (MiB) | goal |
 |---|---:|---|
