@@ -84,8 +84,11 @@ export function* rowChunks(n: number, row: (i: number) => string, sep: string, p
   if (parts.length > 0) yield (first ? '' : sep) + parts.join(sep);
 }
 
-/** About how many characters a chunk of rowChunks holds: well under V8's large-object size (128 KiB). */
-export const CHUNK_CHARS = 32 * 1024;
+/**
+ * About how many characters a chunk of rowChunks holds: 96 KiB even at two bytes a character, under
+ * V8's large-object size (128 KiB); about 780 rows of history, 130 of points.
+ */
+export const CHUNK_CHARS = 48 * 1024;
 
 /** Rows from which an answer is streamed in chunks (see rowChunks) rather than encoded whole. */
 export const STREAMED_ROWS = 256;
