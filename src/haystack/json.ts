@@ -455,8 +455,9 @@ function hisRowJson(g: HisGrid): (i: number) => string {
 }
 
 /**
- * A grid's JSON text in pieces that concatenate to writeJsonGrid's: history grids come in chunks
- * of rows (see rowChunks), anything else in one piece. The server streams these.
+ * A grid's JSON text in pieces that concatenate to writeJsonGrid's: history grids and grids of
+ * many rows (his-grid.ts `streamed`) come in chunks of rows (see rowChunks), anything else in one
+ * piece. The server streams these.
  */
 export function* writeJsonChunks(g: HGrid): Generator<string> {
   if (g instanceof HisGrid) {
