@@ -4,8 +4,9 @@
  *
  *   npm run bench -- learn [--objects N] [--rounds N] [--no-record]
  *
- * The daemon is `hayloft serve` (its bin, dist-bench/src/cli.js) in its own process, with its
- * BACnet socket on 127.0.0.3; the devices are the test simulator (test/helpers/bacnet-device.ts)
+ * The daemon is `hayloft serve` as a user starts it (harness.ts startDaemon: its bin,
+ * dist-bench/src/cli.js, in its own process, its own runtime settings), with its BACnet socket
+ * on 127.0.0.3; the devices are the test simulator (test/helpers/bacnet-device.ts)
  * in another child process (this file with --simulate) on 127.0.0.4/.5; this process is the
  * HTTP client. One learn is the whole path a technician takes: `learn` (the object list) then
  * `learn AV` (name, units and priority array of every object). Two devices of the same objects:
@@ -19,19 +20,18 @@
  * buffer (the simulator crashed on it). The tests cover segmented reads against small lists.
  *
  * Rounds interleave the devices; medians, and each device's ratio to the baseline of the same run.
+ * The daemon's resident size and V8 heap are read from its /metrics after every learn: memory a
+ * learn keeps shows as a figure that climbs learn after learn instead of levelling off.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { EngineeringUnits, ObjectType, PropertyIdentifier } from '@bacnet-js/client';
 import { BacnetDevice, enumerated, freeUdpPort, real, text } from '../test/helpers/bacnet-device.js';
-import { hasFlag, machineLine, median, numberArg, recordSection } from './harness.js';
+import { hasFlag, jsonGrid, loginDaemon, machineLine, median, numberArg, postOp, recordSection, startDaemon, stopDaemon } from './harness.js';
 
 const args = process.argv.slice(2);
-const OBJECTS = numberArg('objects', 3000);
-const ROUNDS = numberArg('rounds', 5);
+const OBJECTS = numberArg('--objects', 3000);
+const ROUNDS = numberArg('--rounds', 5);
 const HOST = '127.0.0.3';
 const KINDS = [
   { key: 'no segmentation', address: '127.0.0.4', instance: 9002, opts: { maxList: 40, rpm: 24 } },
@@ -64,58 +64,29 @@ function lineOf(proc: ChildProcess, match: RegExp): Promise<string> {
   });
 }
 
+/** The daemon's resident size and V8 heap in use (MB), from its own /metrics. */
+async function memory(base: string, token: string): Promise<{ rss: number; heap: number }> {
+  const text = await (await fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${token}` } })).text();
+  const metric = (name: string): number => {
+    const m = new RegExp(`^${name} (\\S+)`, 'm').exec(text);
+    return m === null ? NaN : Number(m[1]) / 1e6;
+  };
+  return { rss: metric('process_resident_memory_bytes'), heap: metric('nodejs_heap_size_used_bytes') };
+}
+
 async function main(): Promise<void> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'hayloft-bench-learn-'));
   const sim = spawn(process.execPath, [new URL(import.meta.url).pathname, '--simulate', '--objects', String(OBJECTS)], { stdio: ['ignore', 'pipe', 'inherit'] });
   const uris = Object.fromEntries((await lineOf(sim, /=bacnet:/)).split('|').map((kv) => kv.split('=') as [string, string]));
-  const cli = new URL('../src/cli.js', import.meta.url).pathname;
-  const port = 18000 + Math.floor(Math.random() * 2000);
-  const daemon = spawn(process.execPath, [...process.execArgv, cli, 'serve'], {
-    env: {
-      ...process.env,
-      HAYLOFT_DATA_DIR: dir,
-      HAYLOFT_HOST: '127.0.0.1',
-      HAYLOFT_PORT: String(port),
-      HAYLOFT_LOG_LEVEL: 'info',
-      HAYLOFT_BACNET_INTERFACE: HOST,
-      HAYLOFT_BACNET_PORT: String(await freeUdpPort(HOST)),
-      HAYLOFT_ADMIN_USER: 'bench@example.com',
-      HAYLOFT_ADMIN_PASSWORD: 'bench-password-1',
-      HAYLOFT_CLIENT_ID: 'bench',
-      HAYLOFT_CLIENT_SECRET: 'bench-secret-0123456789',
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const daemon = await startDaemon([], { HAYLOFT_BACNET_INTERFACE: HOST, HAYLOFT_BACNET_PORT: String(await freeUdpPort(HOST)) });
   try {
-    await lineOf(daemon, /Hayloft is serving/);
-    const base = `http://127.0.0.1:${port}`;
-    const tok = (await (
-      await fetch(`${base}/oauth2/token`, {
-        method: 'POST',
-        headers: { authorization: 'Basic ' + Buffer.from('bench:bench-secret-0123456789').toString('base64'), 'content-type': 'application/json' },
-        body: JSON.stringify({ grant_type: 'password', username: 'bench@example.com', password: 'bench-password-1' }),
-      })
-    ).json()) as { access_token: string };
-    const post = async (op: string, rows: Record<string, string>[]): Promise<{ rows: Record<string, string>[] }> => {
-      const res = await fetch(`${base}/api/${op}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${tok.access_token}`, 'content-type': 'application/json', accept: 'application/json' },
-        body: JSON.stringify({ meta: { ver: '3.0' }, cols: Object.keys(rows[0] ?? {}).map((name) => ({ name })), rows }),
-      });
-      const body = (await res.json()) as { rows: Record<string, string>[]; meta: { dis?: string } };
-      if (res.status !== 200) throw new Error(`${op}: ${res.status} ${body.meta.dis ?? ''}`);
-      return body;
-    };
+    const token = await loginDaemon(daemon.base);
+    const post = (op: string, rows: Record<string, string>[]): Promise<{ rows: Record<string, string>[] }> => postOp(daemon.base, token, op, jsonGrid(rows));
     await post(
       'createRec',
       KINDS.map((k, i) => ({ id: `r:c${i}`, bacnetConn: 'm:', name: `s:c${i}`, uri: `u:${uris[k.key] ?? ''}`, timeout: 'n:5 s' })),
     );
-    const rss = async (): Promise<number> => {
-      const res = await fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${tok.access_token}` } });
-      const m = /^process_resident_memory_bytes (\S+)/m.exec(await res.text());
-      return m === null ? NaN : Number(m[1]) / 1e6;
-    };
-    const rssBefore = await rss();
+    const before = await memory(daemon.base, token);
+    const after: { rss: number; heap: number }[] = [];
     const times = new Map<string, number[]>(KINDS.map((k) => [k.key, []]));
     let proposals = 0;
     for (let r = 0; r < ROUNDS; r++) {
@@ -127,10 +98,11 @@ async function main(): Promise<void> {
         const props = await post('learn', [{ connId: `r:c${i}`, arg: groups.rows[0]?.learn ?? '' }]);
         times.get(k.key)?.push((performance.now() - t0) / 1000);
         proposals = props.rows.length;
+        after.push(await memory(daemon.base, token));
       }
     }
-    const rssAfter = await rss();
     const base0 = median(times.get('no segmentation') ?? []);
+    const mb = (xs: number[]): string => xs.map((x) => x.toFixed(0)).join(', ');
     const lines = [
       `Run: \`npm run bench -- learn\` on ${machineLine()}; the daemon (\`hayloft serve\`, its own process), the simulated devices (another process) and this client share the 2 cores; ${OBJECTS} analog values per device, ${ROUNDS} interleaved rounds, medians. One learn = \`learn\` (object list) + \`learn AV\` (${proposals} proposals: name, units, priority array per object).`,
       '',
@@ -141,15 +113,16 @@ async function main(): Promise<void> {
         return `| ${k.key} | ${m.toFixed(2)} | ${(m / base0).toFixed(2)} |`;
       }),
       '',
-      `Daemon resident memory: ${rssBefore.toFixed(0)} MB before the first learn, ${rssAfter.toFixed(0)} MB after ${ROUNDS * KINDS.length} learns of ${OBJECTS} objects.`,
+      `Daemon memory (MB, from its /metrics) before the first learn and after each of ${after.length} learns of ${OBJECTS} objects:`,
+      '',
+      `- resident: ${before.rss.toFixed(0)}; ${mb(after.map((a) => a.rss))}`,
+      `- V8 heap in use: ${before.heap.toFixed(0)}; ${mb(after.map((a) => a.heap))}`,
     ];
     console.log(lines.join('\n'));
-    if (!hasFlag('no-record')) recordSection('learn', lines.join('\n'));
+    if (!hasFlag('--no-record')) recordSection('learn', lines.join('\n'));
   } finally {
-    daemon.kill('SIGTERM');
     sim.kill('SIGTERM');
-    await new Promise((r) => daemon.once('exit', r));
-    rmSync(dir, { recursive: true, force: true });
+    await stopDaemon(daemon);
   }
 }
 

@@ -4,6 +4,7 @@
  * a format added here is accepted, answered and advertised together.
  */
 import { writeCsv } from '../haystack/csv.js';
+import { HisGrid, streamed } from '../haystack/his-grid.js';
 import { readJsonGrid, writeJsonBytes, writeJsonChunks, writeJsonGrid } from '../haystack/json.js';
 import type { ShapeLimits } from '../haystack/limits.js';
 import type { HGrid } from '../haystack/values.js';
@@ -19,12 +20,23 @@ export interface Codec {
   readonly write?: (grid: HGrid) => string;
   /** `write` as UTF-8 bytes, where the format can keep them for grids answered again. */
   readonly bytes?: (grid: HGrid) => Buffer;
-  /** The text in pieces, for grids worth streaming (history); concatenated they equal `write`. */
-  readonly chunks?: (grid: HGrid) => Iterable<string>;
+  /**
+   * The text in pieces for a grid this format streams (history; in JSON, any grid of many rows:
+   * his-grid.ts `streamed`), concatenated equal to `write`; undefined for a grid sent whole.
+   */
+  readonly chunks?: (grid: HGrid) => Iterable<string> | undefined;
   /** Whether the format carries grid meta, so an error grid (meta `err`, `dis`) survives it. */
   readonly carriesMeta: boolean;
   /** Listed by the `formats` op; false for aliases of a listed format. */
   readonly listed: boolean;
+}
+
+function jsonChunks(g: HGrid): Iterable<string> | undefined {
+  return streamed(g) ? writeJsonChunks(g) : undefined;
+}
+
+function zincChunks(g: HGrid): Iterable<string> | undefined {
+  return g instanceof HisGrid ? writeZincChunks(g) : undefined;
 }
 
 export const JSON_CODEC: Codec = {
@@ -34,7 +46,7 @@ export const JSON_CODEC: Codec = {
   read: readJsonGrid,
   write: writeJsonGrid,
   bytes: writeJsonBytes,
-  chunks: writeJsonChunks,
+  chunks: jsonChunks,
   carriesMeta: true,
   listed: true,
 };
@@ -51,13 +63,13 @@ export const CODECS: readonly Codec[] = [
     read: readJsonGrid,
     write: writeJsonGrid,
     bytes: writeJsonBytes,
-    chunks: writeJsonChunks,
+    chunks: jsonChunks,
     carriesMeta: true,
     listed: false,
   },
-  { mime: 'text/zinc', contentType: 'text/zinc; charset=utf-8', read: readZinc, write: writeZinc, chunks: writeZincChunks, carriesMeta: true, listed: true },
+  { mime: 'text/zinc', contentType: 'text/zinc; charset=utf-8', read: readZinc, write: writeZinc, chunks: zincChunks, carriesMeta: true, listed: true },
   // text/plain is Zinc too (wire-notes §1).
-  { mime: 'text/plain', contentType: 'text/plain; charset=utf-8', read: readZinc, write: writeZinc, chunks: writeZincChunks, carriesMeta: true, listed: true },
+  { mime: 'text/plain', contentType: 'text/plain; charset=utf-8', read: readZinc, write: writeZinc, chunks: zincChunks, carriesMeta: true, listed: true },
   { mime: 'text/csv', contentType: 'text/csv; charset=utf-8', write: writeCsv, carriesMeta: false, listed: true },
 ];
 

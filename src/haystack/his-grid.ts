@@ -58,16 +58,47 @@ export class HisGrid extends HGrid {
 }
 
 /**
- * The texts of rows 0..n-1 in chunks of `per` rows, each chunk one flat string joined with `sep`
- * (and starting with `sep` after the first). Encoders stream history this way: each chunk is
- * built, flattened and handed on while young, instead of half a million small strings living
- * until one final join, which the garbage collector made three times slower.
+ * The texts of rows 0..n-1 in chunks of at most `per` rows and about CHUNK_CHARS characters, each
+ * chunk one flat string joined with `sep` (and starting with `sep` after the first). Encoders
+ * stream grids this way: each chunk is built, flattened and handed on while young, instead of
+ * half a million small strings living until one final join, which the garbage collector made
+ * three times slower. The character bound keeps chunks of wide rows (records of a dozen tags,
+ * 300-400 characters each) out of V8's large-object space, where every string is a fresh mapping
+ * that only a full collection gives back.
  */
 export function* rowChunks(n: number, row: (i: number) => string, sep: string, per = 2048): Generator<string> {
-  for (let start = 0; start < n; start += per) {
-    const end = Math.min(n, start + per);
-    const parts = new Array<string>(end - start);
-    for (let i = start; i < end; i++) parts[i - start] = row(i);
-    yield (start === 0 ? '' : sep) + parts.join(sep);
+  let parts: string[] = [];
+  let chars = 0;
+  let first = true;
+  for (let i = 0; i < n; i++) {
+    const text = row(i);
+    parts.push(text);
+    chars += text.length;
+    if (parts.length >= per || chars >= CHUNK_CHARS) {
+      yield (first ? '' : sep) + parts.join(sep);
+      first = false;
+      parts = [];
+      chars = 0;
+    }
   }
+  if (parts.length > 0) yield (first ? '' : sep) + parts.join(sep);
+}
+
+/**
+ * About how many characters a chunk of rowChunks holds: 96 KiB even at two bytes a character, under
+ * V8's large-object size (128 KiB); about 780 rows of history, 130 of points.
+ */
+export const CHUNK_CHARS = 48 * 1024;
+
+/** Rows from which an answer is streamed in chunks (see rowChunks) rather than encoded whole. */
+export const STREAMED_ROWS = 256;
+
+/**
+ * Whether a grid's answer goes out in chunks: history, and grids of many rows. Encoded whole, a
+ * read of 10,000 records was one string of 3.5 MB and a Buffer of as much, each a fresh mapping
+ * of its own, and the collections they forced marked the whole heap: 10 times the rows took 20
+ * to 25 times as long (docs/performance.md).
+ */
+export function streamed(g: HGrid): boolean {
+  return g instanceof HisGrid || g.size >= STREAMED_ROWS;
 }

@@ -9,7 +9,7 @@
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { groupThousands, quoteInput } from '../lib/quote.js';
 import { DEFAULT_SHAPE_LIMITS, type ShapeLimits, charsOf, limitError } from './limits.js';
-import { HisGrid, rowChunks } from './his-grid.js';
+import { HisGrid, rowChunks, streamed } from './his-grid.js';
 import { parseDate, parseDateTime, parseInstant, parseTime, parsedZone } from './datetime.js';
 import type { TimeZone } from './tz.js';
 import {
@@ -455,21 +455,36 @@ function hisRowJson(g: HisGrid): (i: number) => string {
 }
 
 /**
- * A grid's JSON text in pieces that concatenate to writeJsonGrid's: history grids come in chunks
- * of rows (see rowChunks), anything else in one piece. The server streams these.
+ * A grid's JSON text in pieces that concatenate to writeJsonGrid's: history grids and grids of
+ * many rows (his-grid.ts `streamed`) come in chunks of rows (see rowChunks), anything else in one
+ * piece. The server streams these.
  */
 export function* writeJsonChunks(g: HGrid): Generator<string> {
-  if (!(g instanceof HisGrid)) {
+  if (g instanceof HisGrid) {
+    yield jsonHead(g) + '],"rows":[';
+    yield* rowChunks(g.size, hisRowJson(g), ',');
+    yield ']}';
+  } else if (streamed(g)) {
+    yield* gridTextChunks(g);
+  } else {
     yield writeJsonGrid(g);
-    return;
   }
-  yield jsonHead(g) + '],"rows":[';
-  yield* rowChunks(g.size, hisRowJson(g), ',');
-  yield ']}';
 }
 
-/** JSON text of rows already written (see writeJsonGrid). */
+/** JSON text of rows already written (see writeJsonGrid), flat. */
 const rowText = new WeakMap<HDict, string>();
+
+/**
+ * The same text, made flat. Text built with `+` is a tree of pieces in V8 (a row of a dozen tags,
+ * about 25), and every join that copies it walks the tree again: a kept row text joined into
+ * every answer cost 1.5-2 us a row, most of a 10,000-record read (docs/performance.md). Reading
+ * a character flattens the string in place (V8 copies the pieces once, into one flat string); a
+ * string already flat is left as it is.
+ */
+function flatten(text: string): string {
+  text.charCodeAt(0);
+  return text;
+}
 
 /** `{"meta":{...},"cols":[...` of a grid (without the closing bracket of cols). */
 function jsonHead(g: HGrid): string {
@@ -535,6 +550,11 @@ export function writeJsonBytes(g: HGrid): Buffer {
 }
 
 function writeGridText(g: HGrid): string {
+  return [...gridTextChunks(g)].join('');
+}
+
+/** The JSON text of a grid built from rows, in chunks of rows (rowChunks). */
+function* gridTextChunks(g: HGrid): Generator<string> {
   const { head, names, keys } = jsonHeadParts(g);
   const rows = g.rows;
   let row: (r: number) => string;
@@ -545,7 +565,7 @@ function writeGridText(g: HGrid): string {
       const d = rows[r] as HDict;
       let text = rowText.get(d);
       if (text === undefined) {
-        text = writeJsonDict(d);
+        text = flatten(writeJsonDict(d));
         rowText.set(d, text);
       }
       return text;
@@ -566,5 +586,7 @@ function writeGridText(g: HGrid): string {
   }
   // Rows in flattened chunks (rowChunks): a string per row kept until one final join made the
   // garbage collector the main cost of writing big grids.
-  return head + '],"rows":[' + [...rowChunks(rows.length, row, ',')].join('') + ']}';
+  yield head + '],"rows":[';
+  yield* rowChunks(rows.length, row, ',');
+  yield ']}';
 }

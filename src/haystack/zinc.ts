@@ -236,11 +236,15 @@ class ZincWriter {
   body(g: HGrid): string {
     const { out: head, names } = this.head(g);
     if (names.length === 0) return head;
-    if (g instanceof HisGrid) return head + [...rowChunks(g.size, hisRowZinc(g), '')].join('');
+    return head + [...rowChunks(g.size, this.rowText(g, names), '')].join('');
+  }
+
+  /** Row i of a grid as a Zinc line (with its newline). */
+  rowText(g: HGrid, names: readonly string[]): (r: number) => string {
+    if (g instanceof HisGrid) return hisRowZinc(g);
     const n = names.length;
-    let out = head;
     const rows = g.rows;
-    for (let r = 0; r < rows.length; r++) {
+    return (r) => {
       const row = rows[r] as HDict;
       let line = '';
       for (let i = 0; i < n; i++) {
@@ -249,9 +253,8 @@ class ZincWriter {
         if (v !== undefined && v !== null) line += this.val(v);
       }
       // A one-column row holding null would be a blank line, which readers skip.
-      out += (line === '' ? 'N' : line) + '\n';
-    }
-    return out;
+      return (line === '' ? 'N' : line) + '\n';
+    };
   }
 
   grid(g: HGrid, nested: boolean): string {
@@ -268,12 +271,12 @@ export function writeZinc(grid: HGrid): string {
   return new ZincWriter().grid(grid, false);
 }
 
-/** Zinc text of a grid in pieces that concatenate to writeZinc's: history grids in chunks of rows. */
-export function* writeZincChunks(grid: HGrid): Generator<string> {
-  if (!(grid instanceof HisGrid)) {
-    yield writeZinc(grid);
-    return;
-  }
+/**
+ * Zinc text of a history grid in pieces that concatenate to writeZinc's, in chunks of rows. Only
+ * history: Zinc's version line comes first but depends on the values (a list, a dict or NA makes
+ * it 3.0), which for rows of records is known only once every row is written.
+ */
+export function* writeZincChunks(grid: HisGrid): Generator<string> {
   const w = new ZincWriter();
   const head = w.head(grid).out;
   yield (w.v3 ? 'ver:"3.0"' : 'ver:"2.0"') + head;

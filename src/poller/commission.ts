@@ -7,7 +7,7 @@
  * protocol itself stays in src/drivers (bacnet/discovery.ts, bacnet/learn.ts, modbus/reg-map.ts).
  *
  * A learn of a large device reads its object list once and keeps it (per connector, for
- * LIST_TTL_MS) for the drill-ins that follow; progress shows as `learnProgress` (a percentage) on
+ * LIST_TTL_MS, then forgets it) for the drill-ins that follow; progress shows as `learnProgress` (a percentage) on
  * the connector while a learn runs. Learns of one connector run one at a time.
  */
 import type { BacnetDriver } from '../drivers/bacnet/bacnet-driver.js';
@@ -52,6 +52,8 @@ interface Kept {
   readonly at: number;
   readonly objects: readonly ObjectRef[];
   readonly names: Names;
+  /** Forgets it when LIST_TTL_MS is up. */
+  readonly expiry: ReturnType<typeof setTimeout>;
 }
 
 /** How long a device's object list is kept for drill-ins. */
@@ -76,7 +78,19 @@ export class Commissioning {
 
   /** Forgets the object lists it keeps. */
   stop(): void {
+    for (const k of this.lists.values()) clearTimeout(k.expiry);
     this.lists.clear();
+  }
+
+  /**
+   * Keeps a device's object list for LIST_TTL_MS, then lets it go: a list of thousands of
+   * objects is not held for the life of the daemon (nor for a connector deleted since).
+   */
+  private keep(connId: string, kept: Kept): void {
+    const old = this.lists.get(connId);
+    if (old !== undefined) clearTimeout(old.expiry);
+    this.lists.set(connId, kept);
+    kept.expiry.unref();
   }
 
   /** The BACnet driver, loaded now if no BACnet record has loaded it yet. */
@@ -154,8 +168,17 @@ export class Commissioning {
       let kept = this.lists.get(connId);
       if (arg === undefined || kept === undefined || kept.uri !== uri || this.clock.now() - kept.at > LIST_TTL_MS) {
         const objects = await readObjectList(session, device.deviceInstance, progress(0, arg === undefined ? 100 : 50));
-        kept = { uri, at: this.clock.now(), objects, names: kept?.uri === uri ? kept.names : new Names() };
-        this.lists.set(connId, kept);
+        const next: Kept = {
+          uri,
+          at: this.clock.now(),
+          objects,
+          names: kept?.uri === uri ? kept.names : new Names(),
+          expiry: setTimeout(() => {
+            if (this.lists.get(connId) === next) this.lists.delete(connId);
+          }, LIST_TTL_MS),
+        };
+        this.keep(connId, next);
+        kept = next;
         this.log.info({ connId, objects: objects.length, requests: session.requests, batch: session.per }, 'BACnet object list read');
       }
       if (type === undefined) {

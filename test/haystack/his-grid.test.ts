@@ -1,8 +1,8 @@
 import t from 'tap';
-import { HisGrid, type HisValues } from '../../src/haystack/his-grid.js';
+import { CHUNK_CHARS, HisGrid, type HisValues, STREAMED_ROWS, rowChunks, streamed } from '../../src/haystack/his-grid.js';
 import { readJsonGrid, writeJsonChunks, writeJsonGrid } from '../../src/haystack/json.js';
 import { timeZone } from '../../src/haystack/tz.js';
-import { HDict, HGrid, HRef, equals } from '../../src/haystack/values.js';
+import { HDict, HGrid, HNumber, HRef, MARKER, equals } from '../../src/haystack/values.js';
 import { readZinc, writeZinc, writeZincChunks } from '../../src/haystack/zinc.js';
 import { writeCsv } from '../../src/haystack/csv.js';
 
@@ -49,6 +49,47 @@ t.test('streamed chunks concatenate to the whole text', async (t) => {
   t.ok(zinc.length > 3);
   t.equal(zinc.join(''), writeZinc(new HGrid(g.meta, g.cols, [...g.rows])));
   const plain = HGrid.fromRows([HDict.of({ a: 'x' })]);
-  t.same([...writeJsonChunks(plain)], [writeJsonGrid(plain)], 'other grids come whole');
-  t.same([...writeZincChunks(plain)], [writeZinc(plain)]);
+  t.same([...writeJsonChunks(plain)], [writeJsonGrid(plain)], 'small grids come whole');
+});
+
+t.test('grids of many rows come in chunks of bounded size that concatenate to the whole text', async (t) => {
+  // Records as wide as a point's (300-400 characters of JSON), two of them with nested values.
+  const rows = Array.from({ length: 3000 }, (_, i) =>
+    HDict.of({
+      id: new HRef(`p${i}`, `AHU ${i % 10} point ${i}`),
+      point: MARKER,
+      his: MARKER,
+      kind: 'Number',
+      unit: '°C',
+      dis: `AHU ${i % 10} point ${i} – zone “${i}”`,
+      equipRef: new HRef(`ahu${i % 10}`, `AHU ${i % 10}`),
+      mod: new HNumber(i, 'ms'),
+      ...(i === 7 ? { tags: ['a', new HNumber(1)] } : {}),
+      ...(i === 2999 ? { nested: HDict.of({ x: MARKER }) } : {}),
+    }),
+  );
+  const g = HGrid.fromRows(rows, HDict.of({ ver: '3.0', note: 'x' }));
+  t.ok(streamed(g), 'a grid of 3,000 rows is streamed');
+  t.notOk(streamed(HGrid.fromRows(rows.slice(0, STREAMED_ROWS - 1))), 'one of fewer rows is not');
+  const pieces = [...writeJsonChunks(g)];
+  t.ok(pieces.length > 10, `several pieces (${pieces.length})`);
+  t.ok(pieces.every((p) => p.length < 2 * CHUNK_CHARS), 'none much above the chunk size');
+  const whole = pieces.join('');
+  t.equal(whole, writeJsonGrid(g), 'together, the text of the grid written whole');
+  const back = readJsonGrid(whole);
+  t.equal(back.size, 3000);
+  t.ok(back.rows.every((r, i) => (r.get('id') as HRef).id === `p${i}`), 'every row, in order');
+  t.same(back.rows[7]?.get('tags'), ['a', new HNumber(1)]);
+  const zinc = writeZinc(g);
+  t.match(zinc, /^ver:"3\.0"/, 'Zinc: version 3.0 (a list and a dict), decided after the rows');
+  const z = readZinc(zinc);
+  t.equal(z.size, 3000, 'Zinc reads back every row');
+  t.ok(z.rows.every((r, i) => equals(r, rows[i])), 'each as it was');
+});
+
+t.test('rowChunks: bounded by rows and by characters, joined with the separator', async (t) => {
+  const texts = Array.from({ length: 10 }, (_, i) => 'x'.repeat(i === 4 ? CHUNK_CHARS : 10) + String(i));
+  const chunks = [...rowChunks(texts.length, (i) => texts[i] as string, ',', 3)];
+  t.same(chunks, [texts.slice(0, 3).join(','), ',' + texts.slice(3, 5).join(','), ',' + texts.slice(5, 8).join(','), ',' + texts.slice(8).join(',')], 'a wide row closes its chunk; otherwise 3 rows a chunk');
+  t.same([...rowChunks(0, () => 'x', ',')], [], 'no rows, no chunks');
 });

@@ -9,7 +9,6 @@
  * `/api/:op` route, registered last so every other group's routes win.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HisGrid } from '../../haystack/his-grid.js';
 import { HGrid } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import { quoteInput } from '../../lib/quote.js';
@@ -146,7 +145,8 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
 
   function deliver(req: IncomingMessage, res: ServerResponse, result: HGrid): Promise<void> | undefined {
     const codec = respond.exchangeOf(req).codec;
-    if (result instanceof HisGrid && codec.chunks !== undefined) return respond.sendChunks(req, res, codec, codec.chunks(result));
+    const chunks = codec.chunks?.(result);
+    if (chunks !== undefined) return respond.sendChunks(req, res, codec, chunks);
     respond.send(req, res, 200, codec, result);
     return undefined;
   }

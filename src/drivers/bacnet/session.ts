@@ -109,6 +109,7 @@ export class DeviceSession {
     try {
       ans = (await timed(this.client.readPropertyMultiple({ address: this.address }, specs as never), this.timeoutMs));
     } catch (e) {
+      this.driver.forgetAnswered();
       const c = classify(e);
       if (c.kind === 'timeout' || c.kind === 'other') throw this.down(e);
       if (c.kind === 'error' && (c.cls === CLASS_OBJECT || c.cls === CLASS_PROPERTY)) {
@@ -120,6 +121,7 @@ export class DeviceSession {
       this.per = refs.length > 1 && !unknownService ? Math.ceil(refs.length / 2) : 0;
       return 'retry';
     }
+    this.driver.forgetAnswered();
     const found = new Map<string, AppValue[]>();
     for (const obj of ans.values ?? []) {
       for (const v of obj.values ?? []) {
@@ -150,6 +152,8 @@ export class DeviceSession {
       if (classify(e).kind !== 'timeout') throw e;
       this.requests++;
       return await timed(f(), this.timeoutMs);
+    } finally {
+      this.driver.forgetAnswered();
     }
   }
 
