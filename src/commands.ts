@@ -17,7 +17,7 @@ import { backlogReport, formatBacklog } from './sync/index.js';
 import { createLogger, type Logger } from './lib/log.js';
 import { SystemdNotifier } from './lib/systemd.js';
 import { followLauncher, mainPid, runtimeReport } from './lib/runtime.js';
-import { settleAfterStart } from './lib/settle.js';
+import { settleWhenQuiet } from './lib/settle.js';
 import { existsSync, createReadStream, readFileSync, createWriteStream, renameSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -121,7 +121,7 @@ async function serve(argv: readonly string[]): Promise<void> {
     log.info({ device: `modbus-tcp://127.0.0.1:${device.port}` }, 'demo mode: site "demo" polls a simulated Modbus device (try read?filter=point, hisRead of demo.ahu1.supplyTemp, and pointWrite of demo.ahu1.fanSpeed)');
   }
   log.info({ dataDir: cfg.dataDir, host: cfg.host, port: app.port, httpsPort: app.httpsPort, pid: process.pid, version: productVersion(), runtime: runtimeReport() }, 'Hayloft is serving');
-  const cancelSettle = settleAfterStart(log);
+  const cancelSettle = settleWhenQuiet(log);
   // Under systemd (Type=notify): READY now, watchdog keep-alives while the store is open.
   const systemd = new SystemdNotifier({ log, env: process.env, pid: mainPid(), healthy: () => app.store.db.status === 'open' });
   void systemd.ready(`serving on ${cfg.host}:${app.port}`);

@@ -17,8 +17,9 @@
  * - `--max-semi-space-size=4 --heap-growing-percent=30`: a 4 MiB young generation (not 3 x 16)
  *   and an old generation collected at 30 % growth keep the resident size of a polling daemon
  *   near its live data.
- * - `--expose-gc`: so the daemon can run one compacting collection once start-up has settled
- *   (src/lib/settle.ts says why: the V8 of Node 22 and 24 otherwise keeps start-up's memory).
+ * - `--expose-gc`: so the daemon can run a compacting collection when it goes quiet after a
+ *   burst of work (src/lib/settle.ts says why: the V8 of Node 22 and 24 otherwise kept the
+ *   memory of start-up and of large loads).
  * - `glibc.malloc.mmap_threshold`: glibc raises its mmap threshold after freeing a large block,
  *   so the next 16 MiB scrypt buffer (one per login, in libuv's worker threads) comes from a
  *   thread's arena and stays resident for the life of the process (+16 MiB per pool thread).

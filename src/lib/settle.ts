@@ -1,33 +1,56 @@
 /**
- * One compacting garbage collection once start-up has settled, to give back what starting took.
+ * A compacting garbage collection when the daemon has gone quiet after a burst of work, to give
+ * back the memory the burst took.
  *
- * Start-up allocates in a burst (modules, the model's indexes, the first-run password hashes),
- * which grows V8's young generation to its maximum (2 x 4 MiB) and leaves garbage in the old one.
- * Node 20's V8 gives that back by itself: a full collection happens during start-up, and its
- * memory reducer then runs again when allocation stops. The V8 of Node 22 and 24 reaches the end
- * of start-up without a full collection, so its memory reducer never starts, and an idle daemon
- * kept about 10 MiB of start-up's memory for good (measured: 85 MiB idle on Node 24, 75 after one
- * collection like this; docs/performance.md). So the daemon asks for one itself, a while after it
- * started serving: a "last resort" collection, V8's most thorough (it compacts and shrinks the
- * young generation), which takes some tens of milliseconds once in the life of the process.
+ * A burst (start-up; a load of records and history over REST; a BACnet learn) grows V8's young
+ * generation to its maximum (2 x 4 MiB) and leaves garbage in the old one. Node 20's V8 gives
+ * that back by itself: its memory reducer runs a few seconds after allocation stops. The V8 of
+ * Node 22 and 24 did not here: an idle daemon kept start-up's memory for good (85 MiB idle on
+ * Node 24 where one collection leaves 75), and after loading 1,000,000 samples it stayed at
+ * 122 MiB (docs/performance.md). So the daemon checks every `checkMs` whether it has been quiet
+ * (the event loop busy less than a tenth of the time) and has grown since the last collection of
+ * this kind (or never had one); if so it asks V8 for a "last resort" collection, its most thorough
+ * (it compacts and shrinks the young generation). That takes some tens of milliseconds, at a time
+ * when nothing waits, and not again until the daemon has grown by `growthBytes` more.
  *
  * `gc` exists because the daemon starts with `--expose-gc` (src/lib/runtime.ts); without it (a
  * process started with the operator's own flags) this does nothing.
  */
+import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 
-/** Runs the collection `delayMs` after the call; returns a function that cancels it. */
-export function settleAfterStart(log: Logger, delayMs = 10_000): () => void {
+export interface SettleOptions {
+  /** How often to look, ms. */
+  checkMs?: number;
+  /** Growth of the resident size since the last collection that is worth another, bytes. */
+  growthBytes?: number;
+  /** Event loop utilisation over the last `checkMs` below which the daemon counts as quiet. */
+  quietBelow?: number;
+}
+
+/** Starts watching; returns a function that stops it (the daemon stopping). */
+export function settleWhenQuiet(log: Logger, opts: SettleOptions = {}): () => void {
   const gc = (globalThis as { gc?: NodeJS.GCFunction }).gc;
   if (typeof gc !== 'function') return () => undefined;
-  const timer = setTimeout(() => {
+  const growth = opts.growthBytes ?? 8 * 1024 * 1024;
+  const quietBelow = opts.quietBelow ?? 0.1;
+  // Start-up is the first burst: measured from nothing, so the first quiet look collects.
+  let settledRss = 0;
+  let last = performance.eventLoopUtilization();
+  const timer = setInterval(() => {
+    const now = performance.eventLoopUtilization();
+    const busy = performance.eventLoopUtilization(now, last).utilization;
+    last = now;
     const before = process.memoryUsage.rss();
+    if (busy >= quietBelow || before - settledRss < growth) return;
     const t0 = performance.now();
     gc({ type: 'major', flavor: 'last-resort' });
-    const ms = Math.round(performance.now() - t0);
-    log.debug({ rssBefore: before, rssAfter: process.memoryUsage.rss(), ms }, 'start-up settled: gave back its memory');
-  }, delayMs);
+    settledRss = process.memoryUsage.rss();
+    // Its own time is not the next window's work.
+    last = performance.eventLoopUtilization();
+    log.debug({ rssBefore: before, rssAfter: settledRss, ms: Math.round(performance.now() - t0), busy }, 'quiet after a burst: gave back its memory');
+  }, opts.checkMs ?? 10_000);
   // Never what keeps the process alive.
   timer.unref();
-  return () => clearTimeout(timer);
+  return () => clearInterval(timer);
 }

@@ -1,45 +1,78 @@
 /**
- * The daemon's one collection after start-up (src/lib/settle.ts): runs when `gc` is exposed (the
- * daemon's own runtime settings expose it), gives back what start-up left, does nothing without
- * `gc`, and not at all once cancelled. Run in child processes: `gc` is a process-wide flag.
+ * The daemon's collection when it goes quiet after a burst (src/lib/settle.ts): once after
+ * start-up, again only after it has grown, never while busy, never without `gc` exposed (the
+ * daemon's own runtime settings expose it), and not once stopped. Run in child processes: `gc`
+ * is a process-wide flag.
  */
 import { spawnSync } from 'node:child_process';
 import t from 'tap';
 
 const SETTLE = new URL('../../src/lib/settle.ts', import.meta.url).href;
+const MSG = 'quiet after a burst: gave back its memory';
 
-function run(flags: string[], cancel: boolean): { lines: Record<string, unknown>[]; status: number | null; stderr: string } {
+function run(flags: string[], body: string): { lines: Record<string, unknown>[]; status: number | null; stderr: string } {
   const script = `
     import pino from 'pino';
-    import { settleAfterStart } from ${JSON.stringify(SETTLE)};
+    import { settleWhenQuiet } from ${JSON.stringify(SETTLE)};
     const log = pino({ level: 'debug' });
-    // Garbage as start-up leaves it: allocated, then dropped.
-    let junk = [];
-    for (let i = 0; i < 200_000; i++) junk.push({ i, s: 'x'.repeat(20) + i });
-    junk = null;
-    const cancel = settleAfterStart(log, 50);
-    ${cancel ? 'cancel();' : ''}
-    setTimeout(() => {}, 300);
+    const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+    const marks = (m) => log.info({ mark: m }, 'mark');
+    ${body}
   `;
-  const r = spawnSync(process.execPath, [...flags, '--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [...flags, '--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8', timeout: 60_000 });
   const lines = r.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
   return { lines, status: r.status, stderr: r.stderr };
 }
 
-t.test('with gc exposed, one collection runs once start-up has settled', async (t) => {
-  const r = run(['--expose-gc'], false);
+/** The collections logged between two marks. */
+function between(lines: Record<string, unknown>[], from: string, to: string): Record<string, unknown>[] {
+  const a = lines.findIndex((l) => l.mark === from);
+  const b = lines.findIndex((l) => l.mark === to);
+  return lines.slice(a + 1, b).filter((l) => l.msg === MSG);
+}
+
+t.test('collects once after start-up, again only after growth, never while busy', async (t) => {
+  const r = run(
+    ['--expose-gc'],
+    `
+    const stop = settleWhenQuiet(log, { checkMs: 100, growthBytes: 16 * 1024 * 1024 });
+    marks('start');
+    await sleep(450);
+    marks('quiet');
+    // Quiet and not grown: nothing more.
+    await sleep(450);
+    marks('busy');
+    // Busy (the loop runs 90 ms of every 100) and growing: no collection while busy.
+    const kept = [];
+    const until = Date.now() + 600;
+    while (Date.now() < until) {
+      const t = Date.now();
+      while (Date.now() - t < 90) kept.push('x'.repeat(64) + Math.random());
+      await sleep(10);
+    }
+    marks('grown');
+    // Quiet again, and grown well past the threshold: one collection.
+    await sleep(450);
+    marks('stopped');
+    stop();
+    await sleep(300);
+    marks('end');
+    globalThis.keep = kept.length;
+    `,
+  );
   t.equal(r.status, 0, r.stderr);
-  const settled = r.lines.filter((l) => l.msg === 'start-up settled: gave back its memory');
-  t.equal(settled.length, 1, 'logged once');
-  const s = settled[0] as { rssBefore: number; rssAfter: number; ms: number };
-  t.ok(s.rssBefore > 0 && s.rssAfter > 0 && s.ms >= 0, 'with the resident size before and after');
+  t.equal(between(r.lines, 'start', 'quiet').length, 1, 'one collection once start-up is quiet');
+  t.equal(between(r.lines, 'quiet', 'busy').length, 0, 'none while quiet and not grown');
+  t.equal(between(r.lines, 'busy', 'grown').length, 0, 'none while busy');
+  const after = between(r.lines, 'grown', 'stopped');
+  t.equal(after.length, 1, 'one when quiet again after growing');
+  const s = after[0] as { rssBefore: number; rssAfter: number; ms: number };
+  t.ok(s.rssBefore > 0 && s.rssAfter > 0 && s.ms >= 0, 'logged with the resident size before and after');
+  t.equal(between(r.lines, 'stopped', 'end').length, 0, 'none once stopped');
 });
 
-t.test('without gc, and once cancelled, nothing runs', async (t) => {
-  const plain = run([], false);
-  t.equal(plain.status, 0, plain.stderr);
-  t.same(plain.lines, [], 'no gc: nothing');
-  const cancelled = run(['--expose-gc'], true);
-  t.equal(cancelled.status, 0, cancelled.stderr);
-  t.same(cancelled.lines, [], 'cancelled (the daemon stopping): nothing');
+t.test('without gc exposed, nothing runs', async (t) => {
+  const r = run([], `settleWhenQuiet(log, { checkMs: 50 }); marks('start'); await sleep(300); marks('end');`);
+  t.equal(r.status, 0, r.stderr);
+  t.same(r.lines.filter((l) => l.msg === MSG), [], 'no gc: nothing');
 });
