@@ -13,10 +13,12 @@
  *
  * Invariants: chunks never overlap; every chunk sample is <= `sealedEnd` < every tail sample.
  * New samples past the seal edge go to the tail, one small entry each: a poll cycle appends a few
- * bytes per point instead of rewriting a chunk (flash wear). When the tail reaches `chunkSize`,
- * its oldest `chunkSize` samples are sealed into a chunk in the same batch. Samples at or before
- * the seal edge are merged into the chunk whose span they fall in (re-encoded; split in even
- * pieces past twice the chunk size). Deletes may leave the seal edge above the last chunk: it is
+ * bytes per point instead of rewriting a chunk (flash wear). When the tail would reach
+ * `chunkSize`, the tail, the write's samples and a partial last chunk (reopened) are sealed into
+ * chunks of `chunkSize`, the last one partial, in the same batch, and the tail is left empty: a
+ * large write costs its chunks, not an entry per sample. Samples at or before the seal edge are
+ * merged into the chunk whose span they fall in (re-encoded; split in even pieces past twice the
+ * chunk size). Deletes may leave the seal edge above the last chunk: it is
  * an upper bound, which is all the invariants need.
  *
  * Every write, delete and seal of one call is one LevelDB batch written with sync: acknowledged
@@ -562,7 +564,11 @@ export class HistoryStore {
     return added;
   }
 
-  /** Appends samples past the seal edge to the tail, sealing full chunks off its old end. */
+  /**
+   * Appends samples past the seal edge to the tail while it stays under the chunk size; once it
+   * would not, seals everything past the last full chunk (a partial last chunk, the tail, these
+   * samples) into chunks, the last of them partial, and leaves the tail empty.
+   */
   private async mergeIntoTail(batch: Batch, keys: PointKeys, m: Meta, cols: Cols, from: number, to: number): Promise<number> {
     const kind = m.kind;
     const n = to - from;
@@ -579,34 +585,46 @@ export class HistoryStore {
       m.tailCount += n - replaced;
       return n - replaced;
     }
-    const tailTs: number[] = [];
-    const tailVal: HisValue[] = [];
+    // Sealing all of it, not just whole chunks off the tail's old end: a batch of 10,000 samples
+    // then writes ten chunks, instead of also a tail entry per sample left over (up to 1,023, each
+    // put, then read back and deleted by the next batch: most of what such a write cost, and a
+    // tombstone each). Samples arriving one at a time still go to the tail (flash wear).
+    // What comes before these samples, in time order: the last chunk's samples when it is partial
+    // (reopened so chunks stay full; all at or before the seal edge), then the tail's.
+    const oldTs: number[] = [];
+    const oldVal: HisValue[] = [];
+    // Not when this call also merged samples into chunks (`from` > 0): the last chunk may be one
+    // of those, whose new content is in the batch, not yet in the database.
+    if (m.sealedEnd > -Infinity && from === 0) {
+      const [last] = await this.his.values({ gte: keys.chunk(-Infinity), lt: keys.chunk(Infinity), reverse: true, limit: 1 }).all();
+      if (last !== undefined && chunkCount(last) < this.chunkSize) {
+        const open = decodeWhole(kind, last);
+        for (let i = 0; i < open.n; i++) {
+          oldTs.push(open.ts[i] as number);
+          oldVal.push(open.val[i] as HisValue);
+        }
+      }
+    }
+    const reopened = oldTs.length;
     if (m.tailCount > 0) {
       // From the seal edge: every tail key at or before it was deleted, and a range from the
       // start would walk past the tombstones of all of them (one per sample ever sealed, until
       // LevelDB compacts them away), which made each write slower the more history it had.
       for (const [k, v] of await this.his.iterator({ gte: keys.tail(m.sealedEnd), lt: keys.tail(Infinity) }).all()) {
-        tailTs.push(keyTs(k));
-        tailVal.push(decodeValue(kind, v));
+        oldTs.push(keyTs(k));
+        oldVal.push(decodeValue(kind, v));
       }
     }
-    const merged = merge(tailTs, tailVal, tailTs.length, cols.ts, cols.val, from, to);
-    const total = merged.ts.length;
-    const sealN = Math.floor(total / this.chunkSize) * this.chunkSize;
-    for (let a = 0; a < sealN; a += this.chunkSize) {
-      batch.put(keys.chunk(merged.ts[a] as number), encodeChunk(kind, merged.ts, merged.val, a, a + this.chunkSize), { sublevel: this.his });
+    const all = merge(oldTs, oldVal, oldTs.length, cols.ts, cols.val, from, to);
+    const total = all.ts.length;
+    // A reopened chunk keeps its key (its first sample is still the first): the put replaces it.
+    for (let a = 0; a < total; a += this.chunkSize) {
+      batch.put(keys.chunk(all.ts[a] as number), encodeChunk(kind, all.ts, all.val, a, Math.min(a + this.chunkSize, total)), { sublevel: this.his });
     }
-    const edge = sealN > 0 ? (merged.ts[sealN - 1] as number) : -Infinity;
-    for (const t of tailTs) {
-      if (t > edge) break;
-      batch.del(keys.tail(t), { sublevel: this.his });
-    }
-    for (let i = lowerBound(cols.ts, edge, from, to, true); i < to; i++) {
-      batch.put(keys.tail(cols.ts[i] as number), encodeValue(kind, cols.val[i] as HisValue), { sublevel: this.his });
-    }
-    if (sealN > 0) m.sealedEnd = edge;
-    m.tailCount = total - sealN;
-    return total - tailTs.length;
+    for (let i = reopened; i < oldTs.length; i++) batch.del(keys.tail(oldTs[i] as number), { sublevel: this.his });
+    m.sealedEnd = all.ts[total - 1] as number;
+    m.tailCount = 0;
+    return total - oldTs.length;
   }
 
   // -------------------------------------------------------------------------------------------
