@@ -5,6 +5,7 @@
  */
 import { writeCsv } from '../haystack/csv.js';
 import { readJsonGrid, writeJsonBytes, writeJsonChunks, writeJsonGrid } from '../haystack/json.js';
+import { readJsonHisBytes } from '../haystack/json-his.js';
 import type { ShapeLimits } from '../haystack/limits.js';
 import type { HGrid } from '../haystack/values.js';
 import { readZinc, writeZinc, writeZincChunks } from '../haystack/zinc.js';
@@ -16,6 +17,11 @@ export interface Codec {
   readonly contentType: string;
   /** Decodes a request body; `lim` bounds its shape (HL_LIMIT past it). */
   readonly read?: (text: string, lim?: ShapeLimits) => HGrid;
+  /**
+   * A fast path from a body's bytes for the bodies it knows (large history writes); undefined for
+   * any other body, which is then decoded as text with `read`.
+   */
+  readonly readBytes?: (bytes: Buffer, lim?: ShapeLimits) => HGrid | undefined;
   readonly write?: (grid: HGrid) => string;
   /** `write` as UTF-8 bytes, where the format can keep them for grids answered again. */
   readonly bytes?: (grid: HGrid) => Buffer;
@@ -32,6 +38,7 @@ export const JSON_CODEC: Codec = {
   // JSON is UTF-8 by definition (RFC 8259) and the type has no charset parameter.
   contentType: 'application/json',
   read: readJsonGrid,
+  readBytes: readJsonHisBytes,
   write: writeJsonGrid,
   bytes: writeJsonBytes,
   chunks: writeJsonChunks,
