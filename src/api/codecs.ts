@@ -25,8 +25,8 @@ export interface Codec {
   readonly write?: (grid: HGrid) => string;
   /** `write` as UTF-8 bytes, where the format can keep them for grids answered again. */
   readonly bytes?: (grid: HGrid) => Buffer;
-  /** The text in pieces, for grids worth streaming (history); concatenated they equal `write`. */
-  readonly chunks?: (grid: HGrid) => Iterable<string>;
+  /** The answer in pieces (text or UTF-8 bytes), for grids worth streaming (history); concatenated they equal `write`. */
+  readonly chunks?: (grid: HGrid) => Iterable<string | Uint8Array>;
   /** Whether the format carries grid meta, so an error grid (meta `err`, `dis`) survives it. */
   readonly carriesMeta: boolean;
   /** Listed by the `formats` op; false for aliases of a listed format. */
