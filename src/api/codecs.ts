@@ -56,6 +56,7 @@ export const CODECS: readonly Codec[] = [
     mime: 'application/vnd.haystack+json',
     contentType: 'application/vnd.haystack+json',
     read: readJsonGrid,
+    readBytes: readJsonHisBytes,
     write: writeJsonGrid,
     bytes: writeJsonBytes,
     chunks: writeJsonChunks,

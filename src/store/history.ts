@@ -58,6 +58,14 @@ export interface HisWrite {
   samples: readonly HisSample[];
 }
 
+/** A HisWrite as two columns (a decoded history grid): no object per sample. */
+export interface HisColumnsWrite {
+  pointId: string;
+  kind: HisKind;
+  ts: ArrayLike<number>;
+  val: ArrayLike<HisValue>;
+}
+
 /** Samples of a range in time order, as columns (one typed array of timestamps, one of values). */
 export type HisColumns =
   | { readonly kind: 'Number'; readonly ts: Float64Array; readonly val: Float64Array }
@@ -225,42 +233,43 @@ function checkId(id: unknown): asserts id is string {
 const VAL_TYPE: Record<HisKind, string> = { Number: 'number', Bool: 'boolean', Str: 'string' };
 
 /** Validates, sorts (stable) and drops earlier duplicates: the last sample for a timestamp wins. */
-function prepare(id: string, kind: HisKind, samples: readonly HisSample[]): Cols {
-  const n = samples.length;
+function prepare(id: string, kind: HisKind, tsIn: ArrayLike<unknown>, valIn: ArrayLike<unknown>): Cols {
+  const n = tsIn.length;
   const type = VAL_TYPE[kind];
   let sorted = true;
   let prev = -Infinity;
   for (let i = 0; i < n; i++) {
-    const s = samples[i] as HisSample;
-    if (!Number.isSafeInteger(s.ts)) {
-      throw new HayloftError(ErrorCodes.BAD_VALUE, `history of ${id}: sample ${i} has timestamp ${String(s.ts)}, not an integer number of epoch milliseconds`);
+    const t = tsIn[i];
+    if (!Number.isSafeInteger(t)) {
+      throw new HayloftError(ErrorCodes.BAD_VALUE, `history of ${id}: sample ${i} has timestamp ${String(t)}, not an integer number of epoch milliseconds`);
     }
-    if (typeof s.val !== type) {
-      throw new HayloftError(ErrorCodes.BAD_VALUE, `history of ${id}: sample ${i} is ${typeof s.val}, the point's kind is ${kind}`);
+    if (typeof valIn[i] !== type) {
+      throw new HayloftError(ErrorCodes.BAD_VALUE, `history of ${id}: sample ${i} is ${typeof valIn[i]}, the point's kind is ${kind}`);
     }
-    if (s.ts <= prev) sorted = false;
-    prev = s.ts;
+    if ((t as number) <= prev) sorted = false;
+    prev = t as number;
   }
   const ts = new Array<number>(n);
   const val = new Array<HisValue>(n);
   if (sorted) {
     for (let i = 0; i < n; i++) {
-      const s = samples[i] as HisSample;
-      ts[i] = s.ts === 0 ? 0 : s.ts;
-      val[i] = s.val;
+      const t = tsIn[i] as number;
+      ts[i] = t === 0 ? 0 : t;
+      val[i] = valIn[i] as HisValue;
     }
     return { ts, val };
   }
   const idx = Array.from({ length: n }, (_, i) => i);
-  idx.sort((a, b) => (samples[a] as HisSample).ts - (samples[b] as HisSample).ts || a - b);
+  idx.sort((a, b) => (tsIn[a] as number) - (tsIn[b] as number) || a - b);
   let m = 0;
   for (let j = 0; j < n; j++) {
-    const s = samples[idx[j] as number] as HisSample;
-    const t = s.ts === 0 ? 0 : s.ts;
-    if (m > 0 && ts[m - 1] === t) val[m - 1] = s.val;
+    const k = idx[j] as number;
+    const t0 = tsIn[k] as number;
+    const t = t0 === 0 ? 0 : t0;
+    if (m > 0 && ts[m - 1] === t) val[m - 1] = valIn[k] as HisValue;
     else {
       ts[m] = t;
-      val[m] = s.val;
+      val[m] = valIn[k] as HisValue;
       m++;
     }
   }
@@ -270,7 +279,9 @@ function prepare(id: string, kind: HisKind, samples: readonly HisSample[]): Cols
 }
 
 /** Merges sorted a[0..aN) with sorted b[from..to); b wins on equal timestamps. */
-function merge(aTs: ArrayLike<number>, aVal: ArrayLike<HisValue>, aN: number, bTs: readonly number[], bVal: readonly HisValue[], from: number, to: number): Cols {
+function merge(aTs: ArrayLike<number>, aVal: ArrayLike<HisValue>, aN: number, bTs: number[], bVal: HisValue[], from: number, to: number): Cols {
+  // Nothing to merge with (a batch appended past an empty tail): the samples as they are.
+  if (aN === 0 && from === 0 && to === bTs.length) return { ts: bTs, val: bVal };
   const ts: number[] = [];
   const val: HisValue[] = [];
   let i = 0;
@@ -443,22 +454,46 @@ export class HistoryStore {
     await this.writeMany([{ pointId, kind, samples }]);
   }
 
-  /** Writes samples of several points in one synced batch: all of them land or none does. */
-  async writeMany(writes: readonly HisWrite[]): Promise<void> {
+  /**
+   * Writes samples of several points in one synced batch: all of them land or none does. Each
+   * write gives its samples as objects (HisWrite) or as two columns (HisColumnsWrite).
+   */
+  async writeMany(writes: readonly (HisWrite | HisColumnsWrite)[]): Promise<void> {
     this.checkStarted();
     // Validate everything before taking locks or touching the database.
-    const byId = new Map<string, { kind: HisKind; samples: HisSample[] | readonly HisSample[] }>();
+    const byId = new Map<string, { kind: HisKind; parts: (HisWrite | HisColumnsWrite)[] }>();
     for (const w of writes) {
       checkId(w.pointId);
       checkKind(w.kind, `history of ${w.pointId}`);
       const prev = byId.get(w.pointId);
-      if (prev === undefined) byId.set(w.pointId, { kind: w.kind, samples: w.samples });
+      if (prev === undefined) byId.set(w.pointId, { kind: w.kind, parts: [w] });
       else if (prev.kind !== w.kind) throw new HayloftError(ErrorCodes.BAD_REQUEST, `history of ${w.pointId} is written as ${prev.kind} and as ${w.kind} in one request`);
-      else prev.samples = [...prev.samples, ...w.samples];
+      else prev.parts.push(w);
     }
     const prepared: { id: string; kind: HisKind; cols: Cols }[] = [];
     for (const [id, w] of byId) {
-      const cols = prepare(id, w.kind, w.samples);
+      const [one] = w.parts;
+      let cols: Cols;
+      if (w.parts.length === 1 && one !== undefined && !('samples' in one)) cols = prepare(id, w.kind, one.ts, one.val);
+      else {
+        // Samples as objects (or several parts): as columns first, in their order.
+        const ts: unknown[] = [];
+        const val: unknown[] = [];
+        for (const part of w.parts) {
+          if ('samples' in part) {
+            for (const x of part.samples) {
+              ts.push(x.ts);
+              val.push(x.val);
+            }
+          } else {
+            for (let i = 0; i < part.ts.length; i++) {
+              ts.push(part.ts[i]);
+              val.push(part.val[i]);
+            }
+          }
+        }
+        cols = prepare(id, w.kind, ts, val);
+      }
       if (cols.ts.length > 0) prepared.push({ id, kind: w.kind, cols });
     }
     if (prepared.length === 0) return;

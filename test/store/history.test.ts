@@ -331,6 +331,29 @@ t.test('a write that fills the tail seals all of it; a partial last chunk is reo
   await close(x);
 });
 
+t.test('writes as columns: the same as samples; mixed in one call; checked the same way', async (t) => {
+  const x = await open(tempDir(t), 4);
+  const { his } = x;
+  const ts = Float64Array.from([30, 10, 20, 10, 50, 40]);
+  const val = Float64Array.from([3, 1, 2, 11, 5, 4]);
+  await his.writeMany([{ pointId: 'c', kind: 'Number', ts, val }]);
+  await his.write('s', 'Number', Array.from(ts, (t, i) => ({ ts: t, val: val[i] as number })));
+  t.same(showAll(await readAll(his, 'c')), showAll(await readAll(his, 's')), 'columns and samples store the same');
+  t.same(showAll(await readAll(his, 'c')), ['10=11', '20=2', '30=3', '40=4', '50=5'], 'sorted, the last of a timestamp wins');
+  t.same(Array.from(ts), [30, 10, 20, 10, 50, 40], 'the columns given are left as they were');
+  await his.writeMany([
+    { pointId: 'c', kind: 'Number', ts: [60, 70], val: [6, 7] },
+    { pointId: 'c', kind: 'Number', samples: [{ ts: 70, val: 77 }] },
+  ]);
+  t.same(showAll(await readAll(his, 'c')).slice(-2), ['60=6', '70=77'], 'parts of one point in one call: in their order');
+  await t.rejects(his.writeMany([{ pointId: 'c', kind: 'Number', ts: Float64Array.from([1, NaN]), val: Float64Array.from([1, 2]) }]), { code: 'HL_BAD_VALUE', message: /sample 1 has timestamp NaN/ });
+  await t.rejects(his.writeMany([{ pointId: 'c', kind: 'Bool', ts: [1], val: [true] }]), { code: 'HL_HIS_KIND' });
+  await t.rejects(his.writeMany([{ pointId: 'b', kind: 'Bool', ts: [1, 2], val: [true, 0] }]), { code: 'HL_BAD_VALUE', message: /sample 1 is number/ });
+  t.equal(his.stats('c').size, 7, 'refused writes changed nothing');
+  t.equal(his.stats('b').size, 0);
+  await close(x);
+});
+
 t.test('deleteAll removes chunks, tail and metadata', async (t) => {
   const x = await open(tempDir(t), 4);
   await x.his.write('a', 'Number', Array.from({ length: 50 }, (_, i) => ({ ts: i, val: i })));
