@@ -10,7 +10,7 @@ import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { quoteInput } from '../lib/quote.js';
 import { DEFAULT_SHAPE_LIMITS, type ShapeLimits, charsOf, limitError } from './limits.js';
 import { HisGrid, rowChunks } from './his-grid.js';
-import { jsonNumberRows } from './json-his-out.js';
+import { JSON_ROWS, numberRows } from './his-rows.js';
 import { parseDate, parseDateTime, parseInstant, parseTime, parsedZone } from './datetime.js';
 import type { TimeZone } from './tz.js';
 import {
@@ -432,12 +432,12 @@ function writeJsonDict(d: HDict, first = ''): string {
   return '{' + first + (first !== '' && rest !== '' ? ',' : '') + rest + '}';
 }
 
-/** One row of a Bool or Str history grid, from its columns (no dict or DateTime per sample); Numbers: jsonNumberRows. */
+/** One row of a Bool or Str history grid, from its columns (no dict or DateTime per sample); Numbers: numberRows. */
 function hisRowJson(g: HisGrid): (i: number) => string {
   const { ts, tz, values } = g;
   switch (values.kind) {
     case 'Number':
-      throw new TypeError('Number history is written by jsonNumberRows');
+      throw new TypeError('Number history is written by numberRows');
     case 'Bool':
       return (i) => '{"ts":"t:' + tz.formatInstant(ts[i] as number, 2) + (values.val[i] === true ? ',"val":true}' : ',"val":false}');
     case 'Str':
@@ -447,7 +447,7 @@ function hisRowJson(g: HisGrid): (i: number) => string {
 
 /**
  * A grid's JSON in pieces that concatenate to writeJsonGrid's text: history grids come in chunks
- * of rows (Number history as UTF-8 bytes, see json-his-out.ts; else text, see rowChunks),
+ * of rows (Number history as UTF-8 bytes, see his-rows.ts; else text, see rowChunks),
  * anything else in one piece. The server streams these.
  */
 export function* writeJsonChunks(g: HGrid): Generator<string | Buffer> {
@@ -457,7 +457,7 @@ export function* writeJsonChunks(g: HGrid): Generator<string | Buffer> {
   }
   const head = jsonHead(g) + '],"rows":[';
   if (g.values.kind === 'Number') {
-    yield* jsonNumberRows(g, head, ']}');
+    yield* numberRows(g, JSON_ROWS, head, ']}');
     return;
   }
   yield head;

@@ -51,9 +51,12 @@ t.test('streamed chunks concatenate to the whole text', async (t) => {
   const odd = [-86_400_000 * 366 * 80 + 1, -1, 0, 999, 1_000, 59_999, Date.UTC(2024, 9, 6, 15, 59, 59, 7), Date.UTC(2024, 9, 6, 16, 0, 0, 70), 253_402_300_800_000 + 12_345];
   const vals = [-0, 0, 1e21, -1.5e-7, Infinity, -Infinity, NaN, 0.30000000000000004, 123456789.125];
   for (const zone of ['Sydney', 'New_York', 'UTC', 'Rel', 'Kolkata', 'GMT-5']) {
-    for (const unit of [null, '°C', 'm³/h']) {
+    for (const unit of [null, '°C', 'm³/h', 'xyz']) {
       const h = new HisGrid(HDict.of({ id: new HRef('p', 'Temp °C') }), odd, timeZone(zone), { kind: 'Number', val: vals, unit });
-      t.equal(text([...writeJsonChunks(h)]), writeJsonGrid(new HGrid(h.meta, h.cols, [...h.rows])), `${zone}, unit ${String(unit)}`);
+      const rows = new HGrid(h.meta, h.cols, [...h.rows]);
+      t.equal(text([...writeJsonChunks(h)]), writeJsonGrid(rows), `JSON, ${zone}, unit ${String(unit)}`);
+      t.equal(text([...writeZincChunks(h)]), writeZinc(rows), `Zinc, ${zone}, unit ${String(unit)}`);
+      t.equal(writeZinc(h), writeZinc(rows), `Zinc whole, ${zone}, unit ${String(unit)}`);
     }
   }
   // Numbers of every shape, against String's text of each (the rows writer's).
@@ -75,12 +78,13 @@ t.test('streamed chunks concatenate to the whole text', async (t) => {
   const mts = many.map((_, i) => Date.UTC(2024, 0, 1) + i * 1000);
   const numbers = new HisGrid(HDict.of({ id: new HRef('p') }), mts, timeZone('UTC'), { kind: 'Number', val: many, unit: null });
   t.equal(text([...writeJsonChunks(numbers)]), writeJsonGrid(new HGrid(numbers.meta, numbers.cols, [...numbers.rows])), 'numbers of every shape');
+  t.equal(text([...writeZincChunks(numbers)]), writeZinc(new HGrid(numbers.meta, numbers.cols, [...numbers.rows])), 'numbers of every shape, Zinc');
   const long = new HisGrid(HDict.of({ id: new HRef('p') }), ts, timeZone('Sydney'), { kind: 'Number', val: ts.map((_, i) => i / 7), unit: '°C' });
   for (const c of writeJsonChunks(long)) if (typeof c !== 'string') t.doesNotThrow(() => new TextDecoder('utf-8', { fatal: true }).decode(c));
   t.equal(text([...writeJsonChunks(long)]), writeJsonGrid(new HGrid(long.meta, long.cols, [...long.rows])), 'pieces end between rows, never inside a character');
   const zinc = [...writeZincChunks(g)];
   t.ok(zinc.length > 3);
-  t.equal(zinc.join(''), writeZinc(new HGrid(g.meta, g.cols, [...g.rows])));
+  t.equal(text(zinc), writeZinc(new HGrid(g.meta, g.cols, [...g.rows])));
   const plain = HGrid.fromRows([HDict.of({ a: 'x' })]);
   t.same([...writeJsonChunks(plain)], [writeJsonGrid(plain)], 'other grids come whole');
   t.same([...writeZincChunks(plain)], [writeZinc(plain)]);

@@ -1,12 +1,13 @@
 /**
- * The rows of a Number history grid as JSON, written straight into UTF-8 bytes: hisRead of a
- * point-year is half a million rows. Built as text, each row was a handful of strings joined,
+ * The rows of a Number history grid as JSON or Zinc, written straight into UTF-8 bytes: hisRead of
+ * a point-year is half a million rows. Built as text, each row was a handful of strings joined,
  * then the joined text was encoded again to UTF-8 by the socket (the ° of °C makes it more than
  * a copy): together with the garbage collector that was most of the answer's cost. Here a row is
  * bytes copied from small pieces kept while they stay the same (the date, the offset and zone,
  * the unit, the last value) and the time of day written as digits.
  *
- * The text is exactly that of json.ts's row writer (test/haystack/his-grid.test.ts compares them).
+ * The text is exactly that of the row writers of json.ts and zinc.ts (test/haystack/his-grid.test.ts
+ * compares them).
  */
 import type { HisGrid } from './his-grid.js';
 
@@ -91,12 +92,40 @@ function putDecimal(b: Uint8Array, at: number, v: number, k: number): number {
  * loop is compiled once and stays compiled; a generator's loop, left at every yield and at every
  * new day, was compiled again and again (V8 deoptimised it at each cold call site).
  */
+/** What a format puts around a row's timestamp and number. */
+export interface RowFormat {
+  /** Before the timestamp: `{"ts":"t:` in JSON. */
+  readonly open: string;
+  /** formatInstant's `tail` argument: what follows the offset (` Zone"` in JSON, ` Zone` in Zinc). */
+  readonly zoneTail: 1 | 2;
+  /** Between the timestamp and the number: `,"val":"n:` in JSON. */
+  readonly mid: string;
+  /** After the unit: `"}` in JSON, a newline in Zinc; `unitSpace`: a space before the unit (JSON). */
+  readonly close: string;
+  readonly unitSpace: boolean;
+  /** Between rows (JSON's comma), or ''. */
+  readonly sep: string;
+  /** Zinc writes a zero before a unit starting with x as 0.0 (`0x...` would read as hex). */
+  readonly zeroBeforeX: boolean;
+  /** Zinc writes INF, -INF and NaN without the unit. */
+  readonly bareSpecials: boolean;
+}
+
+export const JSON_ROWS: RowFormat = { open: '{"ts":"t:', zoneTail: 2, mid: ',"val":"n:', close: '"}', unitSpace: true, sep: ',', zeroBeforeX: false, bareSpecials: false };
+export const ZINC_ROWS: RowFormat = { open: '', zoneTail: 1, mid: ',', close: '\n', unitSpace: false, sep: '', zeroBeforeX: true, bareSpecials: true };
+
 class RowWriter {
   private readonly ts: Float64Array | readonly number[];
   private readonly val: Float64Array | readonly number[];
   private readonly tz: HisGrid['tz'];
-  /** `" °C"}` (or `"}`): the end of every row. */
+  private readonly f: RowFormat;
+  /** `" °C"}` (or `"}`) in JSON: the end of every row. */
   private readonly end: Uint8Array;
+  /** The end of a row whose number is INF, -INF or NaN. */
+  private readonly endSpecial: Uint8Array;
+  private readonly sep: number;
+  /** Whether a zero is written 0.0 (Zinc, a unit starting with x). */
+  private readonly zeroText: boolean;
   i = 0;
   // The date (`YYYY-MM-DDT`) and the offset and zone (`+11:00 Sydney"`) of the last row, by day
   // and offset: they change a few times a year of rows.
@@ -109,29 +138,35 @@ class RowWriter {
   /** Room one row needs, but for its number's text. */
   private room = 0;
 
-  constructor(g: HisGrid) {
+  constructor(g: HisGrid, f: RowFormat) {
     const values = g.values;
-    if (values.kind !== 'Number') throw new TypeError('jsonNumberRows: a Number history grid');
+    if (values.kind !== 'Number') throw new TypeError('numberRows: a Number history grid');
     this.ts = g.ts;
     this.val = values.val;
     this.tz = g.tz;
-    this.end = enc.encode(values.unit !== null ? ' ' + values.unit + '"}' : '"}');
+    this.f = f;
+    const unit = values.unit;
+    this.end = enc.encode((unit !== null ? (f.unitSpace ? ' ' : '') + unit : '') + f.close);
+    this.endSpecial = f.bareSpecials ? enc.encode(f.close) : this.end;
+    this.sep = f.sep === '' ? -1 : f.sep.charCodeAt(0);
+    this.zeroText = f.zeroBeforeX && unit !== null && unit.startsWith('x');
   }
 
   /** From the text writer itself, split: whatever it writes for a date or a zone, this writes. */
   private newDay(t: number, day: number, off: number, ms: number): void {
-    const whole = this.tz.formatInstant(t, 2);
+    const whole = this.tz.formatInstant(t, this.f.zoneTail);
     const tAt = whole.indexOf('T');
     this.dayBytes = enc.encode(whole.slice(0, tAt + 1));
     this.tailBytes = enc.encode(whole.slice(tAt + 9 + (ms !== 0 ? 4 : 0)));
     this.lastDay = day;
     this.lastOff = off;
-    this.room = 32 + this.dayBytes.length + 13 + this.tailBytes.length + this.end.length;
+    this.room = 32 + this.f.open.length + this.dayBytes.length + 13 + this.tailBytes.length + this.f.mid.length + this.end.length;
   }
 
   /** Writes rows into b from `at` while they fit; returns where they end. */
   fill(b: Buffer, at: number): number {
-    const { ts, val, tz, end } = this;
+    const { ts, val, tz, end, sep } = this;
+    const { open, mid } = this.f;
     const n = ts.length;
     const cap = b.length;
     let i = this.i;
@@ -154,26 +189,26 @@ class RowWriter {
       const v = val[i] as number;
       // Most values have a few decimals and are written digit by digit (shortDecimal); others as
       // String writes them.
-      const k = shortDecimal(v);
+      const k = v === 0 && this.zeroText ? -1 : shortDecimal(v);
       let text = '';
       if (k < 0) {
         if (!Object.is(v, this.lastV)) {
           this.lastV = v;
-          this.lastVText = numberText(v);
+          this.lastVText = v === 0 && this.zeroText ? '0.0' : numberText(v);
         }
         text = this.lastVText;
       }
       if (at + this.room + (k < 0 ? text.length : 16) > cap) break;
-      if (i > 0) b[at++] = 0x2c;
+      if (i > 0 && sep >= 0) b[at++] = sep;
       const rowAt = at;
       const copied = tmpl >= 0 && (ms !== 0) === tmplMs && this.lastDay === tmplDay && this.lastOff === tmplOff;
       if (copied) {
         // The row before in this chunk has the same date, offset and zone: copy its bytes up to
         // its number (one call instead of some fifty byte stores) and put this row's time in.
         b.copyWithin(at, tmpl, tmpl + tmplLen);
-        at += 9 + this.dayBytes.length;
+        at += open.length + this.dayBytes.length;
       } else {
-        at = putAscii(b, at, '{"ts":"t:');
+        at = putAscii(b, at, open);
         at = putBytes(b, at, this.dayBytes);
       }
       put2(b, at, (sec / 3600) | 0);
@@ -191,7 +226,7 @@ class RowWriter {
       if (copied) at = rowAt + tmplLen;
       else {
         at = putBytes(b, at, this.tailBytes);
-        at = putAscii(b, at, ',"val":"n:');
+        at = putAscii(b, at, mid);
         tmpl = rowAt;
         tmplLen = at - rowAt;
         tmplMs = ms !== 0;
@@ -199,7 +234,7 @@ class RowWriter {
         tmplOff = this.lastOff;
       }
       at = k < 0 ? putAscii(b, at, text) : putDecimal(b, at, v, k);
-      at = putBytes(b, at, end);
+      at = putBytes(b, at, v - v === 0 ? end : this.endSpecial);
     }
     this.i = i;
     return at;
@@ -207,11 +242,12 @@ class RowWriter {
 }
 
 /**
- * The rows `{"ts":"t:...","val":"n:..."}` of g (Number values), comma-separated, after `head`
- * and before `foot`, in Buffers of about CHUNK bytes, each ending between rows.
+ * The rows of g (Number values) in format f (`{"ts":"t:...","val":"n:..."}` comma-separated in
+ * JSON, `ts,val` lines in Zinc) after `head` and before `foot`, in Buffers of about CHUNK bytes,
+ * each ending between rows.
  */
-export function* jsonNumberRows(g: HisGrid, head: string, foot: string): Generator<Buffer> {
-  const w = new RowWriter(g);
+export function* numberRows(g: HisGrid, f: RowFormat, head: string, foot: string): Generator<Buffer> {
+  const w = new RowWriter(g, f);
   const n = g.ts.length;
   let b = Buffer.allocUnsafeSlow(CHUNK);
   let at = 0;
@@ -229,6 +265,10 @@ export function* jsonNumberRows(g: HisGrid, head: string, foot: string): Generat
     at = 0;
   }
   const footBytes = enc.encode(foot);
+  if (footBytes.length === 0) {
+    yield b.subarray(0, at);
+    return;
+  }
   if (at + footBytes.length > CHUNK) {
     yield b.subarray(0, at);
     yield Buffer.from(footBytes);
