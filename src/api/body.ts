@@ -63,7 +63,8 @@ export function drainRefused(req: IncomingMessage, res: ServerResponse): void {
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
-function utf8(bytes: Uint8Array): string {
+/** A body's bytes as text; HL_BAD_REQUEST when they are not UTF-8. */
+export function bodyText(bytes: Uint8Array): string {
   try {
     return UTF8.decode(bytes);
   } catch (e) {
@@ -80,12 +81,18 @@ function utf8(bytes: Uint8Array): string {
  * bodies in flight is not involved: the bytes are already held by the stream.
  */
 export function bufferedBodyText(req: IncomingMessage, maxBytes: number, limitName = 'maxBodyBytes'): string | undefined {
+  const bytes = bufferedBody(req, maxBytes, limitName);
+  return bytes === undefined ? undefined : bodyText(bytes);
+}
+
+/** bufferedBodyText's bytes, not yet decoded (bodyText decodes them). */
+export function bufferedBody(req: IncomingMessage, maxBytes: number, limitName = 'maxBodyBytes'): Buffer | undefined {
   const len = req.headers['content-length'];
   if (len === undefined || req.readableFlowing === true) return undefined;
   const announced = Number(len);
   if (announced > maxBytes) throw tooLarge(maxBytes, limitName);
   if (!(announced > 0) || req.readableLength !== announced) return undefined;
-  return utf8(req.read() as Buffer);
+  return req.read() as Buffer;
 }
 
 /**
@@ -93,7 +100,12 @@ export function bufferedBodyText(req: IncomingMessage, maxBytes: number, limitNa
  * answers 413 and closes the connection), HL_BAD_REQUEST when the body is not UTF-8 or the client
  * went away before sending all of it.
  */
-export function readBodyText(req: IncomingMessage, maxBytes: number, opts: BodyOptions = {}): Promise<string> {
+export async function readBodyText(req: IncomingMessage, maxBytes: number, opts: BodyOptions = {}): Promise<string> {
+  return bodyText(await readBody(req, maxBytes, opts));
+}
+
+/** readBodyText's bytes, not yet decoded (bodyText decodes them). */
+export function readBody(req: IncomingMessage, maxBytes: number, opts: BodyOptions = {}): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const limitName = opts.limitName ?? 'maxBodyBytes';
     checkLength(req, maxBytes, limitName);
@@ -148,14 +160,7 @@ export function readBodyText(req: IncomingMessage, maxBytes: number, opts: BodyO
       if (settled) return;
       settled = true;
       cleanup();
-      let text: string;
-      try {
-        text = utf8(Buffer.concat(chunks, size));
-      } catch (e) {
-        reject(e instanceof Error ? e : new Error(String(e)));
-        return;
-      }
-      resolve(text);
+      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
     };
     const aborted = (cause?: unknown): void =>
       fail(new HayloftError(ErrorCodes.BAD_REQUEST, 'the request body ended before it was complete (client went away)', { cause }));

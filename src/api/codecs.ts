@@ -6,6 +6,7 @@
 import { writeCsv } from '../haystack/csv.js';
 import { HisGrid, streamed } from '../haystack/his-grid.js';
 import { readJsonGrid, writeJsonBytes, writeJsonChunks, writeJsonGrid } from '../haystack/json.js';
+import { readJsonHisBytes } from '../haystack/json-his.js';
 import type { ShapeLimits } from '../haystack/limits.js';
 import type { HGrid } from '../haystack/values.js';
 import { readZinc, writeZinc, writeZincChunks } from '../haystack/zinc.js';
@@ -17,25 +18,31 @@ export interface Codec {
   readonly contentType: string;
   /** Decodes a request body; `lim` bounds its shape (HL_LIMIT past it). */
   readonly read?: (text: string, lim?: ShapeLimits) => HGrid;
+  /**
+   * A fast path from a body's bytes for the bodies it knows (large history writes); undefined for
+   * any other body, which is then decoded as text with `read`.
+   */
+  readonly readBytes?: (bytes: Buffer, lim?: ShapeLimits) => HGrid | undefined;
   readonly write?: (grid: HGrid) => string;
   /** `write` as UTF-8 bytes, where the format can keep them for grids answered again. */
   readonly bytes?: (grid: HGrid) => Buffer;
   /**
-   * The text in pieces for a grid this format streams (history; in JSON, any grid of many rows:
-   * his-grid.ts `streamed`), concatenated equal to `write`; undefined for a grid sent whole.
+   * The answer in pieces (text or UTF-8 bytes) for a grid this format streams (history; in JSON,
+   * any grid of many rows: his-grid.ts `streamed`), concatenated equal to `write`; undefined for a
+   * grid sent whole.
    */
-  readonly chunks?: (grid: HGrid) => Iterable<string> | undefined;
+  readonly chunks?: (grid: HGrid) => Iterable<string | Uint8Array> | undefined;
   /** Whether the format carries grid meta, so an error grid (meta `err`, `dis`) survives it. */
   readonly carriesMeta: boolean;
   /** Listed by the `formats` op; false for aliases of a listed format. */
   readonly listed: boolean;
 }
 
-function jsonChunks(g: HGrid): Iterable<string> | undefined {
+function jsonChunks(g: HGrid): Iterable<string | Uint8Array> | undefined {
   return streamed(g) ? writeJsonChunks(g) : undefined;
 }
 
-function zincChunks(g: HGrid): Iterable<string> | undefined {
+function zincChunks(g: HGrid): Iterable<string | Uint8Array> | undefined {
   return g instanceof HisGrid ? writeZincChunks(g) : undefined;
 }
 
@@ -44,6 +51,7 @@ export const JSON_CODEC: Codec = {
   // JSON is UTF-8 by definition (RFC 8259) and the type has no charset parameter.
   contentType: 'application/json',
   read: readJsonGrid,
+  readBytes: readJsonHisBytes,
   write: writeJsonGrid,
   bytes: writeJsonBytes,
   chunks: jsonChunks,
@@ -61,6 +69,7 @@ export const CODECS: readonly Codec[] = [
     mime: 'application/vnd.haystack+json',
     contentType: 'application/vnd.haystack+json',
     read: readJsonGrid,
+    readBytes: readJsonHisBytes,
     write: writeJsonGrid,
     bytes: writeJsonBytes,
     chunks: jsonChunks,

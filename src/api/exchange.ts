@@ -92,7 +92,7 @@ export class Responder {
    * while young, so a point-year never sits in memory as one 30 MB string. The status is sent
    * first; a failure after that can only cut the connection (and is logged).
    */
-  async sendChunks(req: IncomingMessage, res: ServerResponse, codec: Codec, chunks: Iterable<string>): Promise<void> {
+  async sendChunks(req: IncomingMessage, res: ServerResponse, codec: Codec, chunks: Iterable<string | Uint8Array>): Promise<void> {
     if (res.headersSent || res.destroyed) return;
     const headers: Record<string, string> = { 'Content-Type': codec.contentType, Vary: 'Accept' };
     if (this.closing) headers.Connection = 'close';

@@ -10,6 +10,7 @@ import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { groupThousands, quoteInput } from '../lib/quote.js';
 import { DEFAULT_SHAPE_LIMITS, type ShapeLimits, charsOf, limitError } from './limits.js';
 import { HisGrid, rowChunks, streamed } from './his-grid.js';
+import { JSON_ROWS, numberRows } from './his-rows.js';
 import { parseDate, parseDateTime, parseInstant, parseTime, parsedZone } from './datetime.js';
 import type { TimeZone } from './tz.js';
 import {
@@ -85,14 +86,6 @@ export function isNumberText(s: string): boolean {
     if (i === e0) return false;
   }
   return i === n;
-}
-
-/** Number text as HNumber.numText writes it, without making an HNumber. */
-function numberText(v: number): string {
-  if (v === Infinity) return 'INF';
-  if (v === -Infinity) return '-INF';
-  if (v !== v) return 'NaN';
-  return String(v);
 }
 
 function numberOf(text: string): number {
@@ -439,14 +432,12 @@ function writeJsonDict(d: HDict, first = ''): string {
   return '{' + first + (first !== '' && rest !== '' ? ',' : '') + rest + '}';
 }
 
-/** One row of a history grid, from its columns (no dict, DateTime or Number per sample). */
+/** One row of a Bool or Str history grid, from its columns (no dict or DateTime per sample); Numbers: numberRows. */
 function hisRowJson(g: HisGrid): (i: number) => string {
   const { ts, tz, values } = g;
   switch (values.kind) {
-    case 'Number': {
-      const tail = values.unit !== null ? ' ' + values.unit + '"}' : '"}';
-      return (i) => '{"ts":"t:' + tz.formatInstant(ts[i] as number, 2) + ',"val":"n:' + numberText(values.val[i] as number) + tail;
-    }
+    case 'Number':
+      throw new TypeError('Number history is written by numberRows');
     case 'Bool':
       return (i) => '{"ts":"t:' + tz.formatInstant(ts[i] as number, 2) + (values.val[i] === true ? ',"val":true}' : ',"val":false}');
     case 'Str':
@@ -455,13 +446,19 @@ function hisRowJson(g: HisGrid): (i: number) => string {
 }
 
 /**
- * A grid's JSON text in pieces that concatenate to writeJsonGrid's: history grids and grids of
- * many rows (his-grid.ts `streamed`) come in chunks of rows (see rowChunks), anything else in one
- * piece. The server streams these.
+ * A grid's JSON in pieces that concatenate to writeJsonGrid's text: history grids come in chunks
+ * of rows (Number history as UTF-8 bytes, see his-rows.ts; else text, see rowChunks), grids of
+ * many rows (his-grid.ts `streamed`) in chunks of rows too, anything else in one piece. The
+ * server streams these.
  */
-export function* writeJsonChunks(g: HGrid): Generator<string> {
+export function* writeJsonChunks(g: HGrid): Generator<string | Buffer> {
   if (g instanceof HisGrid) {
-    yield jsonHead(g) + '],"rows":[';
+    const head = jsonHead(g) + '],"rows":[';
+    if (g.values.kind === 'Number') {
+      yield* numberRows(g, JSON_ROWS, head, ']}');
+      return;
+    }
+    yield head;
     yield* rowChunks(g.size, hisRowJson(g), ',');
     yield ']}';
   } else if (streamed(g)) {
@@ -518,7 +515,7 @@ function keptWhole(g: HGrid): boolean {
 
 /** JSON text of a grid; meta always carries `ver: "2.0"` first. */
 export function writeJsonGrid(g: HGrid): string {
-  if (g instanceof HisGrid) return [...writeJsonChunks(g)].join('');
+  if (g instanceof HisGrid) return Buffer.concat([...writeJsonChunks(g)].map((c) => (typeof c === 'string' ? Buffer.from(c, 'utf8') : c))).toString('utf8');
   if (keptWhole(g)) {
     let text = gridText.get(g);
     if (text === undefined) gridText.set(g, (text = writeGridText(g)));

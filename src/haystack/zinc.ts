@@ -15,6 +15,7 @@
  * this way), HL_BAD_VALUE for well-formed values out of range (`C(95,0)`, a lowercase XStr type).
  */
 import { HisGrid, rowChunks } from './his-grid.js';
+import { ZINC_ROWS, numberRows } from './his-rows.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { quoteInput } from '../lib/quote.js';
 import { DEFAULT_SHAPE_LIMITS, type ShapeLimits, limitError } from './limits.js';
@@ -129,12 +130,12 @@ function zincNumberOf(x: number, unit: string | null): string {
   return (text === '0' && unit.startsWith('x') ? '0.0' : text) + unit;
 }
 
-/** One row of a history grid (with its newline), from its columns: no dict, DateTime or Number per sample. */
+/** One row of a Bool or Str history grid (with its newline), from its columns: no dict or DateTime per sample; Numbers: numberRows. */
 function hisRowZinc(g: HisGrid): (i: number) => string {
   const { ts, tz, values } = g;
   switch (values.kind) {
     case 'Number':
-      return (i) => tz.formatInstant(ts[i] as number, 1) + ',' + zincNumberOf(values.val[i] as number, values.unit) + '\n';
+      throw new TypeError('Number history is written by numberRows');
     case 'Bool':
       return (i) => tz.formatInstant(ts[i] as number, 1) + (values.val[i] === true ? ',T\n' : ',F\n');
     case 'Str':
@@ -236,10 +237,11 @@ class ZincWriter {
   body(g: HGrid): string {
     const { out: head, names } = this.head(g);
     if (names.length === 0) return head;
+    if (g instanceof HisGrid && g.values.kind === 'Number') return head + Buffer.concat([...numberRows(g, ZINC_ROWS, '', '')]).toString('utf8');
     return head + [...rowChunks(g.size, this.rowText(g, names), '')].join('');
   }
 
-  /** Row i of a grid as a Zinc line (with its newline). */
+  /** Row i of a grid as a Zinc line (with its newline); Number history is written by numberRows. */
   rowText(g: HGrid, names: readonly string[]): (r: number) => string {
     if (g instanceof HisGrid) return hisRowZinc(g);
     const n = names.length;
@@ -272,14 +274,20 @@ export function writeZinc(grid: HGrid): string {
 }
 
 /**
- * Zinc text of a history grid in pieces that concatenate to writeZinc's, in chunks of rows. Only
- * history: Zinc's version line comes first but depends on the values (a list, a dict or NA makes
- * it 3.0), which for rows of records is known only once every row is written.
+ * Zinc of a history grid in pieces that concatenate to writeZinc's text, in chunks of rows
+ * (Number history as UTF-8 bytes, see his-rows.ts). Only history: Zinc's version line comes first
+ * but depends on the values (a list, a dict or NA makes it 3.0), which for rows of records is known
+ * only once every row is written.
  */
-export function* writeZincChunks(grid: HisGrid): Generator<string> {
+export function* writeZincChunks(grid: HisGrid): Generator<string | Buffer> {
   const w = new ZincWriter();
   const head = w.head(grid).out;
-  yield (w.v3 ? 'ver:"3.0"' : 'ver:"2.0"') + head;
+  const top = (w.v3 ? 'ver:"3.0"' : 'ver:"2.0"') + head;
+  if (grid.values.kind === 'Number') {
+    yield* numberRows(grid, ZINC_ROWS, top, '');
+    return;
+  }
+  yield top;
   yield* rowChunks(grid.size, hisRowZinc(grid), '');
 }
 

@@ -13,10 +13,12 @@
  *
  * Invariants: chunks never overlap; every chunk sample is <= `sealedEnd` < every tail sample.
  * New samples past the seal edge go to the tail, one small entry each: a poll cycle appends a few
- * bytes per point instead of rewriting a chunk (flash wear). When the tail reaches `chunkSize`,
- * its oldest `chunkSize` samples are sealed into a chunk in the same batch. Samples at or before
- * the seal edge are merged into the chunk whose span they fall in (re-encoded; split in even
- * pieces past twice the chunk size). Deletes may leave the seal edge above the last chunk: it is
+ * bytes per point instead of rewriting a chunk (flash wear). When the tail would reach
+ * `chunkSize`, the tail, the write's samples and a partial last chunk (reopened) are sealed into
+ * chunks of `chunkSize`, the last one partial, in the same batch, and the tail is left empty: a
+ * large write costs its chunks, not an entry per sample. Samples at or before the seal edge are
+ * merged into the chunk whose span they fall in (re-encoded; split in even pieces past twice the
+ * chunk size). Deletes may leave the seal edge above the last chunk: it is
  * an upper bound, which is all the invariants need.
  *
  * Every write, delete and seal of one call is one LevelDB batch written with sync: acknowledged
@@ -54,6 +56,14 @@ export interface HisWrite {
   pointId: string;
   kind: HisKind;
   samples: readonly HisSample[];
+}
+
+/** A HisWrite as two columns (a decoded history grid): no object per sample. */
+export interface HisColumnsWrite {
+  pointId: string;
+  kind: HisKind;
+  ts: ArrayLike<number>;
+  val: ArrayLike<HisValue>;
 }
 
 /** Samples of a range in time order, as columns (one typed array of timestamps, one of values). */
@@ -223,42 +233,43 @@ function checkId(id: unknown): asserts id is string {
 const VAL_TYPE: Record<HisKind, string> = { Number: 'number', Bool: 'boolean', Str: 'string' };
 
 /** Validates, sorts (stable) and drops earlier duplicates: the last sample for a timestamp wins. */
-function prepare(id: string, kind: HisKind, samples: readonly HisSample[]): Cols {
-  const n = samples.length;
+function prepare(id: string, kind: HisKind, tsIn: ArrayLike<unknown>, valIn: ArrayLike<unknown>): Cols {
+  const n = tsIn.length;
   const type = VAL_TYPE[kind];
   let sorted = true;
   let prev = -Infinity;
   for (let i = 0; i < n; i++) {
-    const s = samples[i] as HisSample;
-    if (!Number.isSafeInteger(s.ts)) {
-      throw new HayloftError(ErrorCodes.BAD_VALUE, `history of ${id}: sample ${i} has timestamp ${String(s.ts)}, not an integer number of epoch milliseconds`);
+    const t = tsIn[i];
+    if (!Number.isSafeInteger(t)) {
+      throw new HayloftError(ErrorCodes.BAD_VALUE, `history of ${id}: sample ${i} has timestamp ${String(t)}, not an integer number of epoch milliseconds`);
     }
-    if (typeof s.val !== type) {
-      throw new HayloftError(ErrorCodes.BAD_VALUE, `history of ${id}: sample ${i} is ${typeof s.val}, the point's kind is ${kind}`);
+    if (typeof valIn[i] !== type) {
+      throw new HayloftError(ErrorCodes.BAD_VALUE, `history of ${id}: sample ${i} is ${typeof valIn[i]}, the point's kind is ${kind}`);
     }
-    if (s.ts <= prev) sorted = false;
-    prev = s.ts;
+    if ((t as number) <= prev) sorted = false;
+    prev = t as number;
   }
   const ts = new Array<number>(n);
   const val = new Array<HisValue>(n);
   if (sorted) {
     for (let i = 0; i < n; i++) {
-      const s = samples[i] as HisSample;
-      ts[i] = s.ts === 0 ? 0 : s.ts;
-      val[i] = s.val;
+      const t = tsIn[i] as number;
+      ts[i] = t === 0 ? 0 : t;
+      val[i] = valIn[i] as HisValue;
     }
     return { ts, val };
   }
   const idx = Array.from({ length: n }, (_, i) => i);
-  idx.sort((a, b) => (samples[a] as HisSample).ts - (samples[b] as HisSample).ts || a - b);
+  idx.sort((a, b) => (tsIn[a] as number) - (tsIn[b] as number) || a - b);
   let m = 0;
   for (let j = 0; j < n; j++) {
-    const s = samples[idx[j] as number] as HisSample;
-    const t = s.ts === 0 ? 0 : s.ts;
-    if (m > 0 && ts[m - 1] === t) val[m - 1] = s.val;
+    const k = idx[j] as number;
+    const t0 = tsIn[k] as number;
+    const t = t0 === 0 ? 0 : t0;
+    if (m > 0 && ts[m - 1] === t) val[m - 1] = valIn[k] as HisValue;
     else {
       ts[m] = t;
-      val[m] = s.val;
+      val[m] = valIn[k] as HisValue;
       m++;
     }
   }
@@ -268,7 +279,9 @@ function prepare(id: string, kind: HisKind, samples: readonly HisSample[]): Cols
 }
 
 /** Merges sorted a[0..aN) with sorted b[from..to); b wins on equal timestamps. */
-function merge(aTs: ArrayLike<number>, aVal: ArrayLike<HisValue>, aN: number, bTs: readonly number[], bVal: readonly HisValue[], from: number, to: number): Cols {
+function merge(aTs: ArrayLike<number>, aVal: ArrayLike<HisValue>, aN: number, bTs: number[], bVal: HisValue[], from: number, to: number): Cols {
+  // Nothing to merge with (a batch appended past an empty tail): the samples as they are.
+  if (aN === 0 && from === 0 && to === bTs.length) return { ts: bTs, val: bVal };
   const ts: number[] = [];
   const val: HisValue[] = [];
   let i = 0;
@@ -441,22 +454,46 @@ export class HistoryStore {
     await this.writeMany([{ pointId, kind, samples }]);
   }
 
-  /** Writes samples of several points in one synced batch: all of them land or none does. */
-  async writeMany(writes: readonly HisWrite[]): Promise<void> {
+  /**
+   * Writes samples of several points in one synced batch: all of them land or none does. Each
+   * write gives its samples as objects (HisWrite) or as two columns (HisColumnsWrite).
+   */
+  async writeMany(writes: readonly (HisWrite | HisColumnsWrite)[]): Promise<void> {
     this.checkStarted();
     // Validate everything before taking locks or touching the database.
-    const byId = new Map<string, { kind: HisKind; samples: HisSample[] | readonly HisSample[] }>();
+    const byId = new Map<string, { kind: HisKind; parts: (HisWrite | HisColumnsWrite)[] }>();
     for (const w of writes) {
       checkId(w.pointId);
       checkKind(w.kind, `history of ${w.pointId}`);
       const prev = byId.get(w.pointId);
-      if (prev === undefined) byId.set(w.pointId, { kind: w.kind, samples: w.samples });
+      if (prev === undefined) byId.set(w.pointId, { kind: w.kind, parts: [w] });
       else if (prev.kind !== w.kind) throw new HayloftError(ErrorCodes.BAD_REQUEST, `history of ${w.pointId} is written as ${prev.kind} and as ${w.kind} in one request`);
-      else prev.samples = [...prev.samples, ...w.samples];
+      else prev.parts.push(w);
     }
     const prepared: { id: string; kind: HisKind; cols: Cols }[] = [];
     for (const [id, w] of byId) {
-      const cols = prepare(id, w.kind, w.samples);
+      const [one] = w.parts;
+      let cols: Cols;
+      if (w.parts.length === 1 && one !== undefined && !('samples' in one)) cols = prepare(id, w.kind, one.ts, one.val);
+      else {
+        // Samples as objects (or several parts): as columns first, in their order.
+        const ts: unknown[] = [];
+        const val: unknown[] = [];
+        for (const part of w.parts) {
+          if ('samples' in part) {
+            for (const x of part.samples) {
+              ts.push(x.ts);
+              val.push(x.val);
+            }
+          } else {
+            for (let i = 0; i < part.ts.length; i++) {
+              ts.push(part.ts[i]);
+              val.push(part.val[i]);
+            }
+          }
+        }
+        cols = prepare(id, w.kind, ts, val);
+      }
       if (cols.ts.length > 0) prepared.push({ id, kind: w.kind, cols });
     }
     if (prepared.length === 0) return;
@@ -562,7 +599,11 @@ export class HistoryStore {
     return added;
   }
 
-  /** Appends samples past the seal edge to the tail, sealing full chunks off its old end. */
+  /**
+   * Appends samples past the seal edge to the tail while it stays under the chunk size; once it
+   * would not, seals everything past the last full chunk (a partial last chunk, the tail, these
+   * samples) into chunks, the last of them partial, and leaves the tail empty.
+   */
   private async mergeIntoTail(batch: Batch, keys: PointKeys, m: Meta, cols: Cols, from: number, to: number): Promise<number> {
     const kind = m.kind;
     const n = to - from;
@@ -579,34 +620,46 @@ export class HistoryStore {
       m.tailCount += n - replaced;
       return n - replaced;
     }
-    const tailTs: number[] = [];
-    const tailVal: HisValue[] = [];
+    // Sealing all of it, not just whole chunks off the tail's old end: a batch of 10,000 samples
+    // then writes ten chunks, instead of also a tail entry per sample left over (up to 1,023, each
+    // put, then read back and deleted by the next batch: most of what such a write cost, and a
+    // tombstone each). Samples arriving one at a time still go to the tail (flash wear).
+    // What comes before these samples, in time order: the last chunk's samples when it is partial
+    // (reopened so chunks stay full; all at or before the seal edge), then the tail's.
+    const oldTs: number[] = [];
+    const oldVal: HisValue[] = [];
+    // Not when this call also merged samples into chunks (`from` > 0): the last chunk may be one
+    // of those, whose new content is in the batch, not yet in the database.
+    if (m.sealedEnd > -Infinity && from === 0) {
+      const [last] = await this.his.values({ gte: keys.chunk(-Infinity), lt: keys.chunk(Infinity), reverse: true, limit: 1 }).all();
+      if (last !== undefined && chunkCount(last) < this.chunkSize) {
+        const open = decodeWhole(kind, last);
+        for (let i = 0; i < open.n; i++) {
+          oldTs.push(open.ts[i] as number);
+          oldVal.push(open.val[i] as HisValue);
+        }
+      }
+    }
+    const reopened = oldTs.length;
     if (m.tailCount > 0) {
       // From the seal edge: every tail key at or before it was deleted, and a range from the
       // start would walk past the tombstones of all of them (one per sample ever sealed, until
       // LevelDB compacts them away), which made each write slower the more history it had.
       for (const [k, v] of await this.his.iterator({ gte: keys.tail(m.sealedEnd), lt: keys.tail(Infinity) }).all()) {
-        tailTs.push(keyTs(k));
-        tailVal.push(decodeValue(kind, v));
+        oldTs.push(keyTs(k));
+        oldVal.push(decodeValue(kind, v));
       }
     }
-    const merged = merge(tailTs, tailVal, tailTs.length, cols.ts, cols.val, from, to);
-    const total = merged.ts.length;
-    const sealN = Math.floor(total / this.chunkSize) * this.chunkSize;
-    for (let a = 0; a < sealN; a += this.chunkSize) {
-      batch.put(keys.chunk(merged.ts[a] as number), encodeChunk(kind, merged.ts, merged.val, a, a + this.chunkSize), { sublevel: this.his });
+    const all = merge(oldTs, oldVal, oldTs.length, cols.ts, cols.val, from, to);
+    const total = all.ts.length;
+    // A reopened chunk keeps its key (its first sample is still the first): the put replaces it.
+    for (let a = 0; a < total; a += this.chunkSize) {
+      batch.put(keys.chunk(all.ts[a] as number), encodeChunk(kind, all.ts, all.val, a, Math.min(a + this.chunkSize, total)), { sublevel: this.his });
     }
-    const edge = sealN > 0 ? (merged.ts[sealN - 1] as number) : -Infinity;
-    for (const t of tailTs) {
-      if (t > edge) break;
-      batch.del(keys.tail(t), { sublevel: this.his });
-    }
-    for (let i = lowerBound(cols.ts, edge, from, to, true); i < to; i++) {
-      batch.put(keys.tail(cols.ts[i] as number), encodeValue(kind, cols.val[i] as HisValue), { sublevel: this.his });
-    }
-    if (sealN > 0) m.sealedEnd = edge;
-    m.tailCount = total - sealN;
-    return total - tailTs.length;
+    for (let i = reopened; i < oldTs.length; i++) batch.del(keys.tail(oldTs[i] as number), { sublevel: this.his });
+    m.sealedEnd = all.ts[total - 1] as number;
+    m.tailCount = 0;
+    return total - oldTs.length;
   }
 
   // -------------------------------------------------------------------------------------------

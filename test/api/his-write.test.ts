@@ -252,3 +252,29 @@ t.test('a point whose kind changed: writes of the new kind are refused until its
   ok(t, await admin.write('plain', [[at(T0 + HOUR), true]]), 'now Bools are taken');
   t.same((await admin.all('plain')).map((r) => r[1]), ['T']);
 });
+
+t.test('large JSON bodies as clients send them (decoded from their bytes): the same samples, errors and refusals', async (t) => {
+  const { r, admin } = await hisWorld(t);
+  const post = (body: string | Uint8Array) => request(r.base, '/api/hisWrite', { method: 'POST', headers: { ...r.auth, 'content-type': 'application/json', accept: 'application/json' }, body });
+  const n = 2000;
+  const rows = (val: (i: number) => string, ts = (i: number): string => `t:${NY.formatInstant(T0 + i * 60_000)} New_York`): string =>
+    Array.from({ length: n }, (_, i) => `{"ts":"${ts(i)}","val":"${val(i)}"}`).join(',');
+  const body = (id: string, rs: string): string => `{"meta":{"ver":"3.0","id":"r:${id}"},"cols":[{"name":"ts"},{"name":"val"}],"rows":[${rs}]}`;
+  ok(t, await post(body('temp', rows((i) => `n:${(i / 10).toFixed(1)} °F`))), 'written');
+  const all = await admin.all('temp');
+  t.equal(all.length, n);
+  t.same(all[0], ['2024-01-12T10:00:00-05:00 New_York', '0°F']);
+  t.same(all[n - 1], [`${NY.formatInstant(T0 + (n - 1) * 60_000)} New_York`, '199.9°F'], 'every sample, in the point\'s unit');
+  t.equal(hisStats(await admin.rec('temp')).size, String(n), 'hisSize');
+  // Refused as before, and nothing written.
+  failed(t, await post(body('temp', rows((i) => (i === 1500 ? 'n:abc °F' : `n:${i} °F`)))), 400, ErrorCodes.BAD_VALUE, /rows\[1500\]\.val: "n:abc °F" is not a Number/, 'a bad number in row 1500');
+  failed(t, await post(body('temp', rows((i) => `n:${i} ${i === 1999 ? '°C' : '°F'}`))), 400, ErrorCodes.BAD_VALUE, /rows\[1999\]\.val: unit °C does not match/, 'another unit in the last row');
+  failed(t, await post(body('temp', rows((i) => `n:${i} °F`, (i) => `t:${NY.formatInstant(T0 + i * 60_000)} ${i === 700 ? 'Chicago' : 'New_York'}`))), 400, ErrorCodes.BAD_OFFSET, /rows\[700\]\.ts: .*Chicago is at -06:00/, 'an offset not in force in row 700');
+  const bytes = Buffer.from(body('temp', rows((i) => `n:${i} °F`)), 'utf8');
+  bytes[bytes.lastIndexOf('°F')] = 0xff;
+  failed(t, await post(bytes), 400, ErrorCodes.BAD_REQUEST, /not valid UTF-8/, 'bytes that are not UTF-8 in a unit');
+  failed(t, await post(body('fan', rows((i) => `n:${i}`))), 400, ErrorCodes.BAD_VALUE, /rows\[0\]\.val: @fan holds Bools/, 'Numbers to a Bool point');
+  failed(t, await post(body('nope', rows((i) => `n:${i}`))), 400, ErrorCodes.NOT_FOUND, /unknown point @nope/, 'an unknown point');
+  t.equal((await admin.all('temp')).length, n, 'nothing of the refused requests was written');
+  t.same((await admin.all('temp'))[1500], all[1500]);
+});

@@ -41,13 +41,50 @@ t.test('streamed chunks concatenate to the whole text', async (t) => {
   const n = 5000; // more than two chunks
   const ts = Array.from({ length: n }, (_, i) => Date.UTC(2024, 3, 6, 12) + i * 60_000); // across Sydney's DST end
   const g = new HisGrid(HDict.of({ id: new HRef('p') }), ts, timeZone('Sydney'), { kind: 'Number', val: ts.map((_, i) => i / 10), unit: 'kW' });
+  const text = (chunks: (string | Buffer)[]): string => Buffer.concat(chunks.map((c) => (typeof c === 'string' ? Buffer.from(c, 'utf8') : c))).toString('utf8');
   const json = [...writeJsonChunks(g)];
   t.ok(json.length > 3, 'history comes in several pieces');
-  t.equal(json.join(''), writeJsonGrid(new HGrid(g.meta, g.cols, [...g.rows])));
-  t.equal(readJsonGrid(json.join('')).size, n);
+  t.equal(text(json), writeJsonGrid(new HGrid(g.meta, g.cols, [...g.rows])), 'the text of the rows written one by one');
+  t.equal(readJsonGrid(text(json)).size, n);
+  // Number history is written as bytes: every row whole in a piece, across zones, offsets,
+  // milliseconds, dates before 1970 and past 9999, special numbers, units and none.
+  const odd = [-86_400_000 * 366 * 80 + 1, -1, 0, 999, 1_000, 59_999, Date.UTC(2024, 9, 6, 15, 59, 59, 7), Date.UTC(2024, 9, 6, 16, 0, 0, 70), 253_402_300_800_000 + 12_345];
+  const vals = [-0, 0, 1e21, -1.5e-7, Infinity, -Infinity, NaN, 0.30000000000000004, 123456789.125];
+  for (const zone of ['Sydney', 'New_York', 'UTC', 'Rel', 'Kolkata', 'GMT-5']) {
+    for (const unit of [null, '°C', 'm³/h', 'xyz']) {
+      const h = new HisGrid(HDict.of({ id: new HRef('p', 'Temp °C') }), odd, timeZone(zone), { kind: 'Number', val: vals, unit });
+      const rows = new HGrid(h.meta, h.cols, [...h.rows]);
+      t.equal(text([...writeJsonChunks(h)]), writeJsonGrid(rows), `JSON, ${zone}, unit ${String(unit)}`);
+      t.equal(text([...writeZincChunks(h)]), writeZinc(rows), `Zinc, ${zone}, unit ${String(unit)}`);
+      t.equal(writeZinc(h), writeZinc(rows), `Zinc whole, ${zone}, unit ${String(unit)}`);
+    }
+  }
+  // Numbers of every shape, against String's text of each (the rows writer's).
+  let seed = 42;
+  const rnd = (): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const shapes = [
+    () => Math.round((rnd() - 0.5) * 2e4) / 10,
+    () => Math.round((rnd() - 0.5) * 2e6) / 100,
+    () => Math.round((rnd() - 0.5) * 2e9) / 1000,
+    () => Math.round((rnd() - 0.5) * 2e9),
+    () => (rnd() - 0.5) * 10 ** Math.floor(rnd() * 30 - 10),
+    () => 1e9 - Math.round(rnd() * 1e3) / 1e3,
+    () => -(1e9 - 1) + Math.round(rnd() * 100) / 10,
+    () => Math.round(rnd() * 1e4) / 1e4,
+    () => 0.1 + 0.2 * Math.round(rnd() * 10),
+    () => 1e-7 * Math.round(rnd() * 100),
+  ];
+  const many = Array.from({ length: 20_000 }, (_, i) => (shapes[i % shapes.length] as () => number)());
+  const mts = many.map((_, i) => Date.UTC(2024, 0, 1) + i * 1000);
+  const numbers = new HisGrid(HDict.of({ id: new HRef('p') }), mts, timeZone('UTC'), { kind: 'Number', val: many, unit: null });
+  t.equal(text([...writeJsonChunks(numbers)]), writeJsonGrid(new HGrid(numbers.meta, numbers.cols, [...numbers.rows])), 'numbers of every shape');
+  t.equal(text([...writeZincChunks(numbers)]), writeZinc(new HGrid(numbers.meta, numbers.cols, [...numbers.rows])), 'numbers of every shape, Zinc');
+  const long = new HisGrid(HDict.of({ id: new HRef('p') }), ts, timeZone('Sydney'), { kind: 'Number', val: ts.map((_, i) => i / 7), unit: '°C' });
+  for (const c of writeJsonChunks(long)) if (typeof c !== 'string') t.doesNotThrow(() => new TextDecoder('utf-8', { fatal: true }).decode(c));
+  t.equal(text([...writeJsonChunks(long)]), writeJsonGrid(new HGrid(long.meta, long.cols, [...long.rows])), 'pieces end between rows, never inside a character');
   const zinc = [...writeZincChunks(g)];
   t.ok(zinc.length > 3);
-  t.equal(zinc.join(''), writeZinc(new HGrid(g.meta, g.cols, [...g.rows])));
+  t.equal(text(zinc), writeZinc(new HGrid(g.meta, g.cols, [...g.rows])));
   const plain = HGrid.fromRows([HDict.of({ a: 'x' })]);
   t.same([...writeJsonChunks(plain)], [writeJsonGrid(plain)], 'small grids come whole');
 });

@@ -177,7 +177,7 @@ t.test('out-of-order writes and overwrites, in the tail and in sealed chunks', a
 
 t.test('range reads at chunk boundaries, start inclusive, end exclusive', async (t) => {
   const x = await open(tempDir(t), 4);
-  // 18 samples at 10, 20, ... 180: chunks [10..40] [50..80] [90..120] [130..160], tail 170, 180.
+  // 18 samples at 10, 20, ... 180: chunks [10..40] [50..80] [90..120] [130..160] [170, 180].
   const samples = Array.from({ length: 18 }, (_, i) => ({ ts: (i + 1) * 10, val: `s${i}` }));
   await x.his.write('p', 'Str', samples);
   const model = new Map(samples.map((s) => [s.ts, s.val] as [number, HisValue]));
@@ -248,7 +248,9 @@ t.test('writes below the seal edge after every chunk was deleted; corrupt data',
   const x = await open(tempDir(t), 4);
   const { his } = x;
   // Chunks [0..3] [4..7], tail 8, 9: the seal edge is 7.
-  await his.write('p', 'Number', Array.from({ length: 10 }, (_, i) => ({ ts: i, val: i })));
+  await his.write('p', 'Number', Array.from({ length: 8 }, (_, i) => ({ ts: i, val: i })));
+  await his.write('p', 'Number', [{ ts: 8, val: 8 }]);
+  await his.write('p', 'Number', [{ ts: 9, val: 9 }]);
   t.equal(await his.delete('p', 0, 8), 8, 'every chunk goes');
   t.same(his.stats('p'), { kind: 'Number', size: 2, start: 8, end: 9 }, 'hisStart now comes from the tail');
   await his.write('p', 'Number', [
@@ -271,6 +273,84 @@ t.test('writes below the seal edge after every chunk was deleted; corrupt data',
   }
   await t.rejects(his.read('p'), { code: 'HL_STORE_UNAVAILABLE' });
   await t.rejects(his.write('p', 'Number', [{ ts: 2, val: 2 }]), { code: 'HL_STORE_UNAVAILABLE' });
+  await close(x);
+});
+
+/** Samples per chunk on disk, in key order, and the number of tail entries. */
+async function layout(store: Store): Promise<{ chunks: number[]; tail: number }> {
+  const chunks: number[] = [];
+  let tail = 0;
+  for await (const [k, v] of store.his.iterator()) {
+    if (k[0] === 0x43) chunks.push(new DataView(v.buffer, v.byteOffset).getUint32(1));
+    if (k[0] === 0x54) tail++;
+  }
+  return { chunks, tail };
+}
+
+t.test('a write that fills the tail seals all of it; a partial last chunk is reopened', async (t) => {
+  const dir = tempDir(t);
+  let x = await open(dir, 4);
+  const model = new Map<number, HisValue>();
+  const write = async (tss: number[], what: string): Promise<void> => {
+    const samples = tss.map((ts) => ({ ts, val: ts * 10 + model.size }));
+    await x.his.write('p', 'Number', samples);
+    for (const s of samples) model.set(s.ts, s.val);
+    t.same(showAll(await readAll(x.his, 'p')), showAll(modelRange(model)), `${what}: what was written reads back`);
+    t.equal(x.his.stats('p').size, model.size, `${what}: size`);
+  };
+  const range = (a: number, n: number): number[] => Array.from({ length: n }, (_, i) => a + i);
+  await write(range(0, 6), 'a batch past the chunk size');
+  t.same(await layout(x.store), { chunks: [4, 2], tail: 0 }, 'a full chunk and a partial one, no tail entry per sample');
+  await write(range(6, 6), 'the next batch');
+  t.same(await layout(x.store), { chunks: [4, 4, 4], tail: 0 }, 'the partial chunk was reopened and filled');
+  await write([12], 'one sample');
+  await write([13], 'one more');
+  t.same(await layout(x.store), { chunks: [4, 4, 4], tail: 2 }, 'samples one at a time go to the tail');
+  await write([14, 15, 16], 'enough to seal');
+  t.same(await layout(x.store), { chunks: [4, 4, 4, 4, 1], tail: 0 }, 'tail and samples sealed, the tail emptied');
+  await write([3, 16, 17, 18], 'a batch both into old chunks and past the seal edge');
+  t.equal((await layout(x.store)).tail, 2, 'what is past the seal edge goes to the tail');
+  await write([19, 20, 21, 22, 23], 'a seal of the reopened chunk, the tail and a batch');
+  t.same(await layout(x.store), { chunks: [4, 4, 4, 4, 4, 4], tail: 0 });
+  await close(x);
+  x = await open(dir, 4);
+  await write(range(24, 5), 'after a restart');
+  await x.his.delete('p', 25, 27);
+  for (const ts of [25, 26]) model.delete(ts);
+  t.same(showAll(await readAll(x.his, 'p')), showAll(modelRange(model)), 'a delete inside the partial last chunk');
+  await write(range(29, 7), 'after the delete');
+  await x.his.delete('p', 33, 100);
+  for (const ts of [...model.keys()]) if (ts >= 33) model.delete(ts);
+  await write([40], 'a sample past a seal edge left above the last chunk');
+  await write(range(41, 5), 'sealing after that');
+  const { chunks, tail } = await layout(x.store);
+  t.equal(tail, 0);
+  t.ok(chunks.every((n) => n <= 8), 'chunks stay at most twice the chunk size');
+  t.same(await x.his.first('p'), modelRange(model)[0]);
+  t.same(await x.his.last('p'), modelRange(model).at(-1));
+  await close(x);
+});
+
+t.test('writes as columns: the same as samples; mixed in one call; checked the same way', async (t) => {
+  const x = await open(tempDir(t), 4);
+  const { his } = x;
+  const ts = Float64Array.from([30, 10, 20, 10, 50, 40]);
+  const val = Float64Array.from([3, 1, 2, 11, 5, 4]);
+  await his.writeMany([{ pointId: 'c', kind: 'Number', ts, val }]);
+  await his.write('s', 'Number', Array.from(ts, (t, i) => ({ ts: t, val: val[i] as number })));
+  t.same(showAll(await readAll(his, 'c')), showAll(await readAll(his, 's')), 'columns and samples store the same');
+  t.same(showAll(await readAll(his, 'c')), ['10=11', '20=2', '30=3', '40=4', '50=5'], 'sorted, the last of a timestamp wins');
+  t.same(Array.from(ts), [30, 10, 20, 10, 50, 40], 'the columns given are left as they were');
+  await his.writeMany([
+    { pointId: 'c', kind: 'Number', ts: [60, 70], val: [6, 7] },
+    { pointId: 'c', kind: 'Number', samples: [{ ts: 70, val: 77 }] },
+  ]);
+  t.same(showAll(await readAll(his, 'c')).slice(-2), ['60=6', '70=77'], 'parts of one point in one call: in their order');
+  await t.rejects(his.writeMany([{ pointId: 'c', kind: 'Number', ts: Float64Array.from([1, NaN]), val: Float64Array.from([1, 2]) }]), { code: 'HL_BAD_VALUE', message: /sample 1 has timestamp NaN/ });
+  await t.rejects(his.writeMany([{ pointId: 'c', kind: 'Bool', ts: [1], val: [true] }]), { code: 'HL_HIS_KIND' });
+  await t.rejects(his.writeMany([{ pointId: 'b', kind: 'Bool', ts: [1, 2], val: [true, 0] }]), { code: 'HL_BAD_VALUE', message: /sample 1 is number/ });
+  t.equal(his.stats('c').size, 7, 'refused writes changed nothing');
+  t.equal(his.stats('b').size, 0);
   await close(x);
 });
 

@@ -12,7 +12,7 @@
  * written sample as its current value when it is newer than what it had: point state
  * (model/point-state.ts) sets those, told by these ops what they wrote.
  */
-import type { HisKind, HisSample, HisWrite, HistoryStore } from '../../store/history.js';
+import type { HisColumnsWrite, HisKind, HisSample, HisWrite, HistoryStore } from '../../store/history.js';
 import { HisGrid } from '../../haystack/his-grid.js';
 import { type HisRange, parseRange } from '../../haystack/range.js';
 import { REL, type TimeZone } from '../../haystack/tz.js';
@@ -216,7 +216,7 @@ export const hisReadOp: Op = {
 };
 
 /** Reads and checks a hisWrite request into store writes; throws before anything is written. */
-function writeRequest(req: OpRequest): { points: Point[]; writes: HisWrite[] } {
+function writeRequest(req: OpRequest): { points: Point[]; writes: (HisWrite | HisColumnsWrite)[] } {
   const g = req.grid;
   const cols: { name: string; point: Point }[] = [];
   const metaId = g.meta.get('id');
@@ -235,14 +235,11 @@ function writeRequest(req: OpRequest): { points: Point[]; writes: HisWrite[] } {
   const byPoint = new Map<string, { point: Point; samples: HisSample[] }>();
   for (const { point } of cols) if (!byPoint.has(point.id)) byPoint.set(point.id, { point, samples: [] });
   const only = cols[0]?.point;
+  let columns: HisColumnsWrite | undefined;
   if (g instanceof HisGrid && g.values.kind === 'Number' && only?.kind === 'Number') {
-    // Decoded as columns (one zone, one unit): check the unit once, take the samples as they are.
-    const v0 = g.valueAt(0);
-    if (g.size > 0) sampleValue(only, v0, 'rows[0].val');
-    const samples = (byPoint.get(only.id) as { samples: HisSample[] }).samples;
-    const { ts } = g;
-    const val = g.values.val;
-    for (let i = 0; i < ts.length; i++) samples.push({ ts: ts[i] as number, val: val[i] as number });
+    // Decoded as columns (one zone, one unit): check the unit once, hand the columns on as they are.
+    if (g.size > 0) sampleValue(only, g.valueAt(0), 'rows[0].val');
+    columns = { pointId: only.id, kind: only.kind, ts: g.ts, val: g.values.val };
   } else g.rows.forEach((row, i) => {
     const ts = row.get('ts');
     if (!(ts instanceof HDateTime)) throw new HayloftError(ErrorCodes.BAD_VALUE, `rows[${i}].ts must be a DateTime`);
@@ -252,13 +249,15 @@ function writeRequest(req: OpRequest): { points: Point[]; writes: HisWrite[] } {
       (byPoint.get(point.id) as { samples: HisSample[] }).samples.push({ ts: ts.epochMs, val: sampleValue(point, v, `rows[${i}].${name}`) });
     }
   });
-  const writes: HisWrite[] = [];
+  const writes: (HisWrite | HisColumnsWrite)[] = [];
   for (const { point, samples } of byPoint.values()) {
     const had = req.ctx.history.stats(point.id).kind;
     if (had !== undefined && had !== point.kind) {
       throw new HayloftError(ErrorCodes.HIS_KIND, `@${point.id} is of kind ${point.kind} but its history holds ${had} samples: delete its history first (hisDelete) to change its kind`);
     }
-    if (samples.length > 0) writes.push({ pointId: point.id, kind: point.kind, samples });
+    if (columns !== undefined) {
+      if (columns.ts.length > 0) writes.push(columns);
+    } else if (samples.length > 0) writes.push({ pointId: point.id, kind: point.kind, samples });
   }
   return { points: [...byPoint.values()].map((x) => x.point), writes };
 }
@@ -288,11 +287,16 @@ export const hisWriteOp: Op = {
   },
 };
 
-function writeNewest(w: HisWrite): HisSample {
-  let best = w.samples[0] as HisSample;
+function writeNewest(w: HisWrite | HisColumnsWrite): HisSample {
   // The last sample of a timestamp wins, as in the store.
-  for (const s of w.samples) if (s.ts >= best.ts) best = s;
-  return best;
+  if ('samples' in w) {
+    let best = w.samples[0] as HisSample;
+    for (const s of w.samples) if (s.ts >= best.ts) best = s;
+    return best;
+  }
+  let k = 0;
+  for (let i = 1; i < w.ts.length; i++) if ((w.ts[i] as number) >= (w.ts[k] as number)) k = i;
+  return { ts: w.ts[k] as number, val: w.val[k] as HisSample['val'] };
 }
 
 export const hisDeleteOp: Op = {

@@ -13,7 +13,7 @@ import { HGrid } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import { quoteInput } from '../../lib/quote.js';
 import type { Principal } from '../../auth/auth.js';
-import { bufferedBodyText, checkLength, hasBody, readBodyText } from '../body.js';
+import { bodyText, bufferedBody, checkLength, hasBody, readBody } from '../body.js';
 import type { Codec } from '../codecs.js';
 import type { Responder } from '../exchange.js';
 import { type NegotiationCache, requestCodec, responseCodec } from '../negotiate.js';
@@ -55,13 +55,18 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
     const large = op.largeBody === true;
     const max = large ? limits.maxBodyBytes : limits.maxRequestBodyBytes;
     const limitName = large ? 'maxBodyBytes' : 'maxRequestBodyBytes';
-    const decode = (text: string): HGrid => (text.trim() === '' ? HGrid.empty() : (codec.read as NonNullable<Codec['read']>)(text, limits.shape));
-    const now = bufferedBodyText(req, max, limitName);
+    const decode = (bytes: Buffer): HGrid => {
+      const fast = codec.readBytes?.(bytes, limits.shape);
+      if (fast !== undefined) return fast;
+      const text = bodyText(bytes);
+      return text.trim() === '' ? HGrid.empty() : (codec.read as NonNullable<Codec['read']>)(text, limits.shape);
+    };
+    const now = bufferedBody(req, max, limitName);
     if (now !== undefined) {
       respond.exchangeOf(req).bodyRead = true;
       return decode(now);
     }
-    return readBodyText(req, max, { limitName, budget }).then(decode);
+    return readBody(req, max, { limitName, budget }).then(decode);
   }
 
   /**
