@@ -17,9 +17,6 @@
  * - `--max-semi-space-size=4 --heap-growing-percent=30`: a 4 MiB young generation (not 3 x 16)
  *   and an old generation collected at 30 % growth keep the resident size of a polling daemon
  *   near its live data.
- * - `--expose-gc`: so the daemon can run a compacting collection when it goes quiet after a
- *   burst of work (src/lib/settle.ts says why: the V8 of Node 22 and 24 otherwise kept the
- *   memory of start-up and of large loads).
  * - `glibc.malloc.mmap_threshold`: glibc raises its mmap threshold after freeing a large block,
  *   so the next 16 MiB scrypt buffer (one per login, in libuv's worker threads) comes from a
  *   thread's arena and stays resident for the life of the process (+16 MiB per pool thread).
@@ -28,7 +25,7 @@
 import { spawn } from 'node:child_process';
 
 /** The V8 flags of the daemon. */
-export const NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--heap-growing-percent=30', '--expose-gc'];
+export const NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--heap-growing-percent=30'];
 
 /** glibc malloc tunables (GLIBC_TUNABLES); ignored by other C libraries. */
 export const MALLOC_TUNABLES: readonly string[] = ['glibc.malloc.mmap_threshold=1048576'];

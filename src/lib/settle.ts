@@ -13,11 +13,30 @@
  * (it compacts and shrinks the young generation). That takes some tens of milliseconds, at a time
  * when nothing waits, and not again until the daemon has grown by `growthBytes` more.
  *
- * `gc` exists because the daemon starts with `--expose-gc` (src/lib/runtime.ts); without it (a
- * process started with the operator's own flags) this does nothing.
+ * V8's `gc` function is taken from a throw-away context (`--expose-gc` set for the moment it is
+ * made), not by starting the daemon with `--expose-gc`: started with that flag, the daemon took
+ * 10-30 % more CPU per read by id in three interleaved pairs of runs (docs/performance.md; the
+ * cause was not found, and the machine is noisy), and without it nothing is lost.
  */
 import { performance } from 'node:perf_hooks';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import type { Logger } from 'pino';
+
+/** V8's gc function, or undefined where it cannot be had. */
+function gcFunction(): NodeJS.GCFunction | undefined {
+  const exposed = (globalThis as { gc?: NodeJS.GCFunction }).gc;
+  if (typeof exposed === 'function') return exposed;
+  try {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as unknown;
+    return typeof gc === 'function' ? (gc as NodeJS.GCFunction) : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    setFlagsFromString('--no-expose-gc');
+  }
+}
 
 export interface SettleOptions {
   /** How often to look, ms. */
@@ -30,8 +49,8 @@ export interface SettleOptions {
 
 /** Starts watching; returns a function that stops it (the daemon stopping). */
 export function settleWhenQuiet(log: Logger, opts: SettleOptions = {}): () => void {
-  const gc = (globalThis as { gc?: NodeJS.GCFunction }).gc;
-  if (typeof gc !== 'function') return () => undefined;
+  const gc = gcFunction();
+  if (gc === undefined) return () => undefined;
   const growth = opts.growthBytes ?? 8 * 1024 * 1024;
   const quietBelow = opts.quietBelow ?? 0.1;
   // Start-up is the first burst: measured from nothing, so the first quiet look collects.

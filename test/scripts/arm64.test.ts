@@ -33,7 +33,7 @@ t.test('serve --demo on arm64 under qemu: starts, polls, answers health', { skip
   const dir = tempDir(t);
   // qemu-user cannot exec an arm64 binary from inside (no binfmt here), so the runtime settings
   // are given as they would be applied, and HAYLOFT_RELAUNCHED keeps the daemon from relaunching.
-  const proc = spawn(QEMU, ['-L', LIBS, node, '--max-semi-space-size=4', '--heap-growing-percent=30', '--expose-gc', path.join(out, 'cli.js'), 'serve', '--demo'], {
+  const proc = spawn(QEMU, ['-L', LIBS, node, '--max-semi-space-size=4', '--heap-growing-percent=30', path.join(out, 'cli.js'), 'serve', '--demo'], {
     env: {
       ...process.env,
       HAYLOFT_RELAUNCHED: '1',
