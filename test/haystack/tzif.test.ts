@@ -72,11 +72,25 @@ t.test('POSIX TZ rules, worked by hand', async (t) => {
 const zonesDir = zoneinfoDir();
 const haveFiles = hasZoneFile('Australia/Sydney', zonesDir);
 
+/** The release of the system's database (`# version 2025b`, tzdata.zi's first line), if it says. */
+function systemTzVersion(): string | undefined {
+  try {
+    return /^# version (\S+)/.exec(readFileSync(path.join(zonesDir, 'tzdata.zi'), 'latin1').slice(0, 64))?.[1];
+  } catch {
+    return undefined;
+  }
+}
+
 t.test('zone files agree with Intl, 1970 to 2100', { skip: haveFiles ? false : `no zone files in ${zonesDir} (Debian's tzdata)` }, async (t) => {
   // Zones with every kind of rule: both hemispheres, half-hour and 45-minute offsets, half an hour
-  // of DST, a zone that changed its base offset, one that crossed the date line, one whose rules
-  // follow Ramadan (explicit transitions, no footer rule).
-  const zones = ['Australia/Sydney', 'Australia/Lord_Howe', 'America/New_York', 'America/Santiago', 'America/Sao_Paulo', 'Europe/London', 'Europe/Berlin', 'Europe/Moscow', 'Asia/Tehran', 'Asia/Kathmandu', 'Asia/Kolkata', 'Pacific/Chatham', 'Pacific/Apia', 'Africa/Casablanca', 'America/Godthab'];
+  // of DST, a zone that changed its base offset, one that crossed the date line, ones that ended
+  // DST (Sao_Paulo, Tehran, Apia).
+  const zones = ['Australia/Sydney', 'Australia/Lord_Howe', 'America/New_York', 'America/Santiago', 'America/Sao_Paulo', 'Europe/London', 'Europe/Berlin', 'Europe/Moscow', 'Asia/Tehran', 'Asia/Kathmandu', 'Asia/Kolkata', 'Pacific/Chatham', 'Pacific/Apia', 'America/Godthab'];
+  // Casablanca's transitions follow Ramadan and are predicted anew by each release of the
+  // database (its 2025b and 2026c differ in 2026): compared only when both are the same release.
+  const system = systemTzVersion();
+  if (system !== undefined && system === process.versions.tz) zones.push('Africa/Casablanca');
+  else t.comment(`Africa/Casablanca not compared: the system's database is ${system ?? 'of an unknown release'}, Node's ${process.versions.tz ?? 'unknown'}`);
   for (const iana of zones) {
     const z = loadTzif(iana, zonesDir);
     if (z === null) {
