@@ -10,14 +10,7 @@
  * compares them).
  */
 import type { HisGrid } from './his-grid.js';
-
-/** Number text as HNumber.numText writes it, without making an HNumber. */
-export function numberText(v: number): string {
-  if (v === Infinity) return 'INF';
-  if (v === -Infinity) return '-INF';
-  if (v !== v) return 'NaN';
-  return String(v);
-}
+import { numberText } from './values.js';
 
 /** Bytes per chunk handed to the socket: large enough that a write per chunk costs little. */
 const CHUNK = 64 * 1024;
@@ -87,11 +80,6 @@ function putDecimal(b: Uint8Array, at: number, v: number, k: number): number {
   return at;
 }
 
-/**
- * Writes rows into chunks. A class with a plain loop rather than a generator doing it all: the
- * loop is compiled once and stays compiled; a generator's loop, left at every yield and at every
- * new day, was compiled again and again (V8 deoptimised it at each cold call site).
- */
 /** What a format puts around a row's timestamp and number. */
 export interface RowFormat {
   /** Before the timestamp: `{"ts":"t:` in JSON. */
@@ -114,6 +102,11 @@ export interface RowFormat {
 export const JSON_ROWS: RowFormat = { open: '{"ts":"t:', zoneTail: 2, mid: ',"val":"n:', close: '"}', unitSpace: true, sep: ',', zeroBeforeX: false, bareSpecials: false };
 export const ZINC_ROWS: RowFormat = { open: '', zoneTail: 1, mid: ',', close: '\n', unitSpace: false, sep: '', zeroBeforeX: true, bareSpecials: true };
 
+/**
+ * Writes rows into chunks. A class with a plain loop rather than a generator doing it all: the
+ * loop is compiled once and stays compiled; a generator's loop, left at every yield and at every
+ * new day, was compiled again and again (V8 deoptimised it at each cold call site).
+ */
 class RowWriter {
   private readonly ts: Float64Array | readonly number[];
   private readonly val: Float64Array | readonly number[];

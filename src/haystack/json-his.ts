@@ -16,7 +16,7 @@
  * digits only where that is exact (see decimal()).
  */
 import { HisGrid } from './his-grid.js';
-import { decodeGrid, isNumberText } from './json.js';
+import { decodeGrid, isNumberText, numberOf } from './json.js';
 import { DEFAULT_SHAPE_LIMITS, type ShapeLimits } from './limits.js';
 import { parseInstant, parsedZone } from './datetime.js';
 import type { TimeZone } from './tz.js';
@@ -339,7 +339,7 @@ function readRows(r: Reader): Rows {
     if (v !== v) {
       const text = ascii(b, numAt, numEnd);
       if (!isNumberText(text)) throw NOT_FAST;
-      v = text === 'INF' ? Infinity : text === '-INF' ? -Infinity : text === 'NaN' ? NaN : Number(text);
+      v = numberOf(text);
     }
     if (n === cap) {
       cap *= 2;

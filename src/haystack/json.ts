@@ -88,7 +88,8 @@ export function isNumberText(s: string): boolean {
   return i === n;
 }
 
-function numberOf(text: string): number {
+/** The value of a Haystack number literal (see isNumberText). */
+export function numberOf(text: string): number {
   if (text === 'INF') return Infinity;
   if (text === '-INF') return -Infinity;
   if (text === 'NaN') return NaN;

@@ -96,6 +96,21 @@ export function isUnitText(s: string): boolean {
 let lastNumVal = 0;
 let lastNumText = '0';
 
+/**
+ * Zinc/JSON text of a number (without its unit): INF, -INF, NaN or a JS number literal. Every
+ * writer of numbers goes through here. Sensor history repeats values, and number-to-text is the
+ * costly part of writing one, so the last text is kept.
+ */
+export function numberText(v: number): string {
+  if (v === lastNumVal) return lastNumText;
+  if (v === Infinity) return 'INF';
+  if (v === -Infinity) return '-INF';
+  if (v !== v) return 'NaN';
+  lastNumVal = v;
+  lastNumText = String(v);
+  return lastNumText;
+}
+
 // The last unit checked: checking is skipped for the same string (history repeats one unit).
 let lastUnitChecked = '';
 
@@ -113,17 +128,9 @@ export class HNumber {
   static of(val: number, unit: string | null = null): HNumber {
     return new HNumber(val, unit);
   }
-  /** Zinc/JSON text of the number part: INF, -INF, NaN or a JS number literal. */
+  /** Zinc/JSON text of the number part (numberText). */
   numText(): string {
-    const v = this.val;
-    // Sensor history repeats values; number-to-text is the costly part of writing one.
-    if (v === lastNumVal) return lastNumText;
-    if (v === Infinity) return 'INF';
-    if (v === -Infinity) return '-INF';
-    if (v !== v) return 'NaN';
-    lastNumVal = v;
-    lastNumText = String(v);
-    return lastNumText;
+    return numberText(this.val);
   }
   toString(): string {
     return this.unit === null ? this.numText() : this.numText() + this.unit;

@@ -41,6 +41,7 @@ import {
   type TagRecord,
   isTagName,
   newRecord,
+  numberText,
 } from './values.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -121,11 +122,9 @@ function zincNumber(v: HNumber): string {
 }
 
 function zincNumberOf(x: number, unit: string | null): string {
-  if (x === Infinity) return 'INF';
-  if (x === -Infinity) return '-INF';
-  if (x !== x) return 'NaN';
-  const text = String(x);
-  if (unit === null) return text;
+  const text = numberText(x);
+  // INF, -INF and NaN go without their unit.
+  if (unit === null || !Number.isFinite(x)) return text;
   // `0x...` would read back as a hex number: write zero as 0.0 before a unit starting with x.
   return (text === '0' && unit.startsWith('x') ? '0.0' : text) + unit;
 }

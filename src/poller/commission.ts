@@ -7,8 +7,8 @@
  * protocol itself stays in src/drivers (bacnet/discovery.ts, bacnet/learn.ts, modbus/reg-map.ts).
  *
  * A learn of a large device reads its object list once and keeps it (per connector, for
- * LIST_TTL_MS, then forgets it) for the drill-ins that follow; progress shows as `learnProgress` (a percentage) on
- * the connector while a learn runs. Learns of one connector run one at a time.
+ * LIST_TTL_MS, then forgets it) for the drill-ins that follow; progress shows as `learnProgress`
+ * (a percentage) on the connector while a learn runs. Learns of one connector run one at a time.
  */
 import type { BacnetDriver } from '../drivers/bacnet/bacnet-driver.js';
 import { parseBacnetCur, parseBacnetUri } from '../drivers/bacnet/address.js';
@@ -86,11 +86,18 @@ export class Commissioning {
    * Keeps a device's object list for LIST_TTL_MS, then lets it go: a list of thousands of
    * objects is not held for the life of the daemon (nor for a connector deleted since).
    */
-  private keep(connId: string, kept: Kept): void {
+  private keep(connId: string, list: Omit<Kept, 'expiry'>): Kept {
     const old = this.lists.get(connId);
     if (old !== undefined) clearTimeout(old.expiry);
-    this.lists.set(connId, kept);
+    const kept: Kept = {
+      ...list,
+      expiry: setTimeout(() => {
+        if (this.lists.get(connId) === kept) this.lists.delete(connId);
+      }, LIST_TTL_MS),
+    };
     kept.expiry.unref();
+    this.lists.set(connId, kept);
+    return kept;
   }
 
   /** The BACnet driver, loaded now if no BACnet record has loaded it yet. */
@@ -168,17 +175,7 @@ export class Commissioning {
       let kept = this.lists.get(connId);
       if (arg === undefined || kept === undefined || kept.uri !== uri || this.clock.now() - kept.at > LIST_TTL_MS) {
         const objects = await readObjectList(session, device.deviceInstance, progress(0, arg === undefined ? 100 : 50));
-        const next: Kept = {
-          uri,
-          at: this.clock.now(),
-          objects,
-          names: kept?.uri === uri ? kept.names : new Names(),
-          expiry: setTimeout(() => {
-            if (this.lists.get(connId) === next) this.lists.delete(connId);
-          }, LIST_TTL_MS),
-        };
-        this.keep(connId, next);
-        kept = next;
+        kept = this.keep(connId, { uri, at: this.clock.now(), objects, names: kept?.uri === uri ? kept.names : new Names() });
         this.log.info({ connId, objects: objects.length, requests: session.requests, batch: session.per }, 'BACnet object list read');
       }
       if (type === undefined) {

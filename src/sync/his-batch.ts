@@ -5,6 +5,7 @@
  * 1,000 points is 1.44 M of them).
  */
 import type { TimeZone } from '../haystack/tz.js';
+import { numberText } from '../haystack/values.js';
 import type { HisKind, HistoryStore } from '../store/history.js';
 
 export type HisVals = Float64Array | boolean[] | string[];
@@ -83,13 +84,6 @@ export async function readAfter(history: HistoryStore, pointId: string, after: n
   return slice(concat(kind, runs, total), max);
 }
 
-function numText(v: number): string {
-  if (v === Infinity) return 'INF';
-  if (v === -Infinity) return '-INF';
-  if (v !== v) return 'NaN';
-  return String(v);
-}
-
 /** First index in a[from..) whose value is >= x. */
 function lowerBound(a: Float64Array, x: number, from: number): number {
   let lo = from;
@@ -109,7 +103,7 @@ function cellWriter(part: BatchPart): (i: number) => string {
     case 'Number': {
       const val = run.val as Float64Array;
       const tail = part.unit === null ? '"' : ' ' + part.unit + '"';
-      return (i) => '"n:' + numText(val[i] as number) + tail;
+      return (i) => '"n:' + numberText(val[i] as number) + tail;
     }
     case 'Bool': {
       const val = run.val as boolean[];
