@@ -16,6 +16,7 @@ import type { Principal } from '../../auth/auth.js';
 import { bodyText, bufferedBody, checkLength, hasBody, readBody } from '../body.js';
 import type { Codec } from '../codecs.js';
 import type { Responder } from '../exchange.js';
+import { GridCache } from '../grid-cache.js';
 import { type NegotiationCache, requestCodec, responseCodec } from '../negotiate.js';
 import type { HttpMethod, Op, OpContext } from '../op.js';
 import { withOpList } from '../ops/ops.js';
@@ -42,9 +43,23 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
   }
   const ctx = withOpList(baseCtx, ops);
   const negotiated: NegotiationCache = new Map();
+  // Per server, as the negotiation cache: the grids of small bodies seen before (grid-cache.ts).
+  const grids = new GridCache();
   // Set by routes(): the server registers every group before it serves a request.
   let kit: RouteKit | undefined;
   let respond: Responder;
+
+  /** The format key of query strings in the grid cache (bodies are keyed by their codec). */
+  const QUERY = 'query';
+  const queryGridOfSearch = (_: string, search: string): HGrid => queryGrid(search);
+
+  function decodeBody(codec: Codec, bytes: Buffer): HGrid {
+    const shape = (kit as RouteKit).limits.shape;
+    const fast = codec.readBytes?.(bytes, shape);
+    if (fast !== undefined) return fast;
+    const text = bodyText(bytes);
+    return text.trim() === '' ? HGrid.empty() : (codec.read as NonNullable<Codec['read']>)(text, shape);
+  }
 
   /** The request grid of a POST's body: at once when the body has arrived whole, else read first. */
   function bodyGrid(req: IncomingMessage, op: Op): HGrid | Promise<HGrid> {
@@ -55,18 +70,12 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
     const large = op.largeBody === true;
     const max = large ? limits.maxBodyBytes : limits.maxRequestBodyBytes;
     const limitName = large ? 'maxBodyBytes' : 'maxRequestBodyBytes';
-    const decode = (bytes: Buffer): HGrid => {
-      const fast = codec.readBytes?.(bytes, limits.shape);
-      if (fast !== undefined) return fast;
-      const text = bodyText(bytes);
-      return text.trim() === '' ? HGrid.empty() : (codec.read as NonNullable<Codec['read']>)(text, limits.shape);
-    };
     const now = bufferedBody(req, max, limitName);
     if (now !== undefined) {
       respond.exchangeOf(req).bodyRead = true;
-      return decode(now);
+      return grids.grid(codec, now, decodeBody);
     }
-    return readBody(req, max, { limitName, budget }).then(decode);
+    return readBody(req, max, { limitName, budget }).then((bytes) => grids.grid(codec, bytes, decodeBody));
   }
 
   /**
@@ -103,7 +112,7 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
         return;
       }
       permit(op, principal);
-      void runOp(req, res, op, method, principal, queryGrid(search));
+      void runOp(req, res, op, method, principal, grids.grid(QUERY, search, queryGridOfSearch));
     } catch (e) {
       respond.sendError(req, res, e);
     }
@@ -123,7 +132,7 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
       const principal = await pending;
       // Before reading a body: no point receiving what the caller may not send.
       permit(op, principal);
-      let grid = method === 'GET' ? queryGrid(search) : bodyGrid(req, op);
+      let grid = method === 'GET' ? grids.grid(QUERY, search, queryGridOfSearch) : bodyGrid(req, op);
       if (grid instanceof Promise) grid = await grid;
       const sent = runOp(req, res, op, method, principal, grid);
       if (sent !== undefined) await sent;
