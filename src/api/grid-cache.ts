@@ -5,10 +5,10 @@
  * POST that a GET does not have; a request seen before is answered with the grid decoded the
  * first time. Grids and their values are immutable, so one grid may serve any number of requests.
  *
- * Bounded twice: only inputs up to MAX_BYTES (bytes of a body, characters of a query) are kept, at most MAX_ENTRIES of them per format
- * (cleared when full, as the negotiation cache is), so a client sending a new body every time
- * costs a few hundred kilobytes at most and never more. Only grids that decoded are kept: a
- * body that failed is decoded again, and fails again with the same error.
+ * Bounded twice: only inputs up to MAX_BYTES (bytes of a body, characters of a query) are kept,
+ * at most MAX_ENTRIES of them per format (cleared when full, as the negotiation cache is), so a
+ * client sending a new body every time costs a few hundred kilobytes at most. Only grids that
+ * decoded are kept: a body that failed is decoded again, and fails again with the same error.
  */
 import type { HGrid } from '../haystack/values.js';
 
