@@ -4,7 +4,7 @@
  * address and the timeouts of slow clients. The server applies them; they live here so the
  * request path in server.ts stays a few comparisons long.
  */
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
@@ -84,8 +84,12 @@ export function guardServer(server: Server, limits: ServerLimits, log: Logger): 
   server.headersTimeout = limits.headersTimeoutMs;
   server.requestTimeout = limits.requestTimeoutMs;
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
-  // A socket that sends nothing at all is not in a request yet: the inactivity timeout ends it.
-  server.timeout = Math.max(limits.headersTimeoutMs, limits.keepAliveTimeoutMs) * 2;
+  // No inactivity timeout on every socket (Node's `server.timeout`): Node would arm a new timer on
+  // each request of a kept-alive connection, and a long op (a 60 s discover) would be cut by it.
+  // A socket that sends nothing at all is answered 408 after headersTimeout (Node's connection
+  // check, Node 20 and 24); clients that stop reading an answer or sending a body are cut by
+  // watchStalls below.
+  server.timeout = 0;
   const perAddress = new Map<string, number>();
   let refusedLogged = 0;
   server.on('connection', (socket: Socket) => {
@@ -112,3 +116,59 @@ export function guardServer(server: Server, limits: ServerLimits, log: Logger): 
 
 /** The connectionsCheckingInterval to build servers with, so the timeouts above bite within a second. */
 export const CONNECTIONS_CHECKING_INTERVAL_MS = 1000;
+
+/** How long a connection may hold an answer not read, or a body not sent, before it is cut. */
+export function stallMsOf(limits: ServerLimits): number {
+  return Math.max(limits.headersTimeoutMs, limits.keepAliveTimeoutMs) * 2;
+}
+
+/** What a stall watch remembers of a request between looks. */
+interface Progress {
+  /** Bytes of the answer the kernel took, and of the request Node read, at the last change. */
+  sent: number;
+  got: number;
+  /** When they last changed, ms. */
+  since: number;
+}
+
+/**
+ * Cuts the connection of a request in flight whose client has stopped: bytes of its answer wait
+ * to be sent and none has gone out, or its body is not all in and no byte has come, for
+ * `stallMs`. Without it a client that asks for a year of history and never reads it would hold
+ * the answer's buffers, and one that announces a large body and stops would hold its share of
+ * the body budget, until requestTimeout (5 minutes). An op still working (nothing to send yet,
+ * its request all in) is never cut, however long it takes.
+ *
+ * One look every `everyMs` over the requests in flight (a handful), rather than a timer per
+ * request: that costs nothing per request. Returns a function that stops the watch.
+ */
+export function watchStalls(inFlight: ReadonlySet<ServerResponse>, stallMs: number, log: Logger, everyMs = CONNECTIONS_CHECKING_INTERVAL_MS): () => void {
+  const seen = new WeakMap<ServerResponse, Progress>();
+  const timer = setInterval(() => {
+    const now = Date.now();
+    for (const res of inFlight) {
+      const socket = res.socket;
+      if (socket === null || socket.destroyed) continue;
+      const req: IncomingMessage = res.req;
+      // The answer's bytes the kernel has taken: written, less what still waits (in Node or in
+      // a write the kernel has not finished).
+      const sent = socket.bytesWritten - socket.writableLength;
+      const got = socket.bytesRead;
+      const waiting = socket.writableLength > 0 || !req.complete;
+      const before = seen.get(res);
+      if (before === undefined || !waiting || before.sent !== sent || before.got !== got) {
+        seen.set(res, { sent, got, since: now });
+        continue;
+      }
+      if (now - before.since < stallMs) continue;
+      log.info(
+        { address: socket.remoteAddress, path: (req.url ?? '').split('?')[0], ms: now - before.since, unsent: socket.writableLength, bodyComplete: req.complete },
+        'a client stopped reading its answer or sending its request: connection cut',
+      );
+      socket.destroy();
+    }
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+

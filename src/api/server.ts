@@ -20,7 +20,7 @@ import type { Metrics } from '../lib/metrics.js';
 import { authHttp } from './auth-http.js';
 import { JSON_CODEC } from './codecs.js';
 import { ExchangeRequest, pathOf, Responder } from './exchange.js';
-import { BodyBudget, CONNECTIONS_CHECKING_INTERVAL_MS, DEFAULT_SERVER_LIMITS, type ServerLimits, guardServer } from './guard.js';
+import { BodyBudget, CONNECTIONS_CHECKING_INTERVAL_MS, DEFAULT_SERVER_LIMITS, type ServerLimits, guardServer, stallMsOf, watchStalls } from './guard.js';
 import { errorGrid } from './http-errors.js';
 import type { Op, OpContext } from './op.js';
 import type { RouteGroup, RouteHandler, RouteKit, RouteMethod } from './routes.js';
@@ -214,6 +214,8 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
   serve(server);
 
   let listening = false;
+  // Clients that stop reading an answer or sending a body (guard.ts), while the server listens.
+  let stopStallWatch: (() => void) | undefined;
 
   function listenOn(s: http.Server, port: number, host: string, what: string): Promise<{ port: number }> {
     return new Promise((resolve, reject) => {
@@ -225,6 +227,7 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
       const onListening = (): void => {
         s.off('error', onError);
         listening = true;
+        stopStallWatch ??= watchStalls(inFlight, stallMsOf(limits), log);
         const addr = s.address();
         const bound = typeof addr === 'object' && addr !== null ? addr.port : port;
         log.info({ host, port: bound }, `${what} server listening`);
@@ -282,6 +285,8 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
       });
       return Promise.race([Promise.all([requestsDone, serverClosed, groupsClosed]), timedOut.then(() => serverClosed)]).then(() => {
         clearTimeout(timer);
+        stopStallWatch?.();
+        stopStallWatch = undefined;
         drained = undefined;
         respond.closing = false;
       });

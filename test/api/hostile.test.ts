@@ -8,9 +8,10 @@
 import net from 'node:net';
 import { io } from 'socket.io-client';
 import t, { type Test } from 'tap';
-import { HRef, MARKER } from '../../src/haystack/values.js';
+import { HNumber, HRef, MARKER } from '../../src/haystack/values.js';
 import { ErrorCodes } from '../../src/lib/errors.js';
 import { ADMIN, type Running, startApp, tokenRequest } from '../helpers/app.js';
+import { freeUdpPort } from '../helpers/bacnet-device.js';
 import { type Answer, errOf, gridOf, postGrid, request } from '../helpers/http.js';
 
 const MIB = 1024 * 1024;
@@ -275,6 +276,83 @@ t.test('slow and idle clients do not pile up', async (t) => {
     for (const s of sockets) s.destroy();
     await Promise.all(ends);
     await stillServes(t, r);
+  });
+});
+
+t.test('clients that stop midway are cut after the stall time; nothing else is', async (t) => {
+  // Stall time: twice the larger of headersTimeoutMs and keepAliveTimeoutMs, 2 s here; the
+  // whole-request timeout stays at its 5 minutes, so only the stall watch can cut these.
+  const bacnet = { HAYLOFT_BACNET_INTERFACE: '127.0.0.8', HAYLOFT_BACNET_PORT: String(await freeUdpPort('127.0.0.8')) };
+  const r = await startApp(t, { env: { HAYLOFT_HEADERS_TIMEOUT_MS: '1000', HAYLOFT_KEEP_ALIVE_TIMEOUT_MS: '300', HAYLOFT_MAX_BODY_BYTES_IN_FLIGHT: String(12 * MIB), ...bacnet } });
+  const sleep = (ms: number): Promise<void> => new Promise((res) => setTimeout(res, ms));
+
+  t.test('a socket that sends nothing is answered 408 after headersTimeoutMs', async (t) => {
+    const t0 = Date.now();
+    const s = net.connect(r.app.port, '127.0.0.1');
+    let got = '';
+    s.setEncoding('utf8');
+    s.on('data', (c: string) => (got += c));
+    s.on('error', () => {});
+    await new Promise((res) => s.on('close', res));
+    t.match(got, /^HTTP\/1\.1 408/, 'answered 408 and closed');
+    t.ok(Date.now() - t0 < 4000, `within a few seconds (${Date.now() - t0} ms)`);
+  });
+
+  t.test('a client that stops reading a large answer is cut, and its answer with it', async (t) => {
+    // 24 records of 60,000 characters each, 10 times: about 29 MB of answer (the name twice, in the id and in dis), more than the
+    // kernel's buffers on both ends of a loopback connection hold.
+    for (let b = 0; b < 10; b++) {
+      const rows = Array.from({ length: 24 }, (_, i) => ({ site: MARKER, dis: `${b}-${i}-`.padEnd(60_000, 'x'), bulk: MARKER }));
+      const made = await postGrid(r.base, 'createRec', gridOf(rows), { headers: r.auth });
+      t.equal(made.status, 200, `batch ${b} created${made.status === 200 ? "" : ` (${made.text.slice(0, 200)})`}`);
+      if (made.status !== 200) return;
+    }
+    const path = `/api/read?filter=bulk`;
+    const whole = await request(r.base, path, { headers: jsonHeaders(r) });
+    t.equal(whole.status, 200);
+    const full = Buffer.byteLength(whole.text);
+    t.ok(full > 25_000_000, `a client that reads gets it all (${full} bytes)`);
+
+    const s = net.connect(r.app.port, '127.0.0.1');
+    s.write(`GET ${path} HTTP/1.1\r\nhost: x\r\nauthorization: ${r.auth.authorization as string}\r\naccept: application/json\r\n\r\n`);
+    s.pause();
+    let received = 0;
+    s.on('data', (c: Buffer) => (received += c.length));
+    s.on('error', () => {});
+    const closed = new Promise((res) => s.on('close', res));
+    // Not read for twice the stall time, then read to the end.
+    await sleep(4500);
+    s.resume();
+    await closed;
+    t.ok(received > 0 && received < full, `cut part way: ${received} of ${full} bytes came`);
+    await stillServes(t, r);
+  });
+
+  t.test('a client that stops sending its body is cut, and its share of the body budget freed', async (t) => {
+    const s = net.connect(r.app.port, '127.0.0.1');
+    s.on('error', () => {});
+    const closed = new Promise((res) => s.on('close', res));
+    s.write(`POST /api/hisWrite HTTP/1.1\r\nhost: x\r\nauthorization: ${r.auth.authorization as string}\r\ncontent-type: application/json\r\ncontent-length: ${10 * MIB}\r\n\r\n`);
+    s.write(Buffer.alloc(MIB, 0x20));
+    await sleep(500);
+    // 10 of the 12 MiB budget are held: a second 10 MiB body waits its turn.
+    const busy = await rawPost(r.app.port, '/api/hisWrite', { authorization: r.auth.authorization as string, 'content-type': 'application/json', 'content-length': 10 * MIB }, MIB);
+    t.equal(statusOf(busy.response), 503, 'while the stalled body holds the budget, another is refused 503');
+    const t0 = Date.now();
+    await closed;
+    t.ok(Date.now() - t0 < 5000, `the stalled client is cut after about 2 s (${Date.now() - t0} ms more)`);
+    const after = await rawPost(r.app.port, '/api/hisWrite', { authorization: r.auth.authorization as string, 'content-type': 'application/json', 'content-length': 10 * MIB }, 10 * MIB);
+    t.not(statusOf(after.response), 503, `then the budget is free: the same body is read (${statusOf(after.response)})`);
+  });
+
+  t.test('a request that waits on a slow op is not cut', async (t) => {
+    // A discover that listens 4 s (longer than the stall time) for a device that never answers:
+    // nothing flows either way while it waits.
+    const silent = `127.0.0.9:${await freeUdpPort('127.0.0.9')}`;
+    const t0 = Date.now();
+    const a = await postGrid(r.base, 'discover', gridOf({ proto: 'bacnet', address: silent, timeout: HNumber.of(4, 's') }), { headers: r.auth });
+    t.ok(Date.now() - t0 >= 3900, `it ran its 4 s (${Date.now() - t0} ms)`);
+    t.equal(a.status, 200, `and was answered (${a.text.slice(0, 200)})`);
   });
 });
 
