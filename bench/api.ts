@@ -4,7 +4,9 @@
  * request with a bearer token, answers in JSON. Requests are shaped as clients send them: GET
  * with the query in the URL, and POST with a JSON grid body (and a Zinc one for read by id), as
  * the interface describes. The baseline of the same run is a bare node:http server (its own
- * process too) answering a 100-byte body to GET and to POST with the same wrk settings.
+ * process too) answering a 100-byte body to GET and to POST with the same wrk settings. Each read
+ * by id is measured right after the bare server with the same method, and compared with it: the
+ * median of those pairs' ratios is the figure, so the machine's drift over a round is not in it.
  *
  * Data: 1 site, 10 equips, N points (1,000 and 10,000) with typical tags, created over REST.
  * Cases: read by id; read `point and his` (every point); read `his and equipRef==@<equip>` (one
@@ -21,8 +23,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { type Bare, type Daemon, fmtRate, hasFlag, jsonGrid, loginDaemon, machineLine, median, numberArg, postOp, recordSection, startBare, startDaemon, stopDaemon } from './harness.js';
 
-const ROUNDS = numberArg('--rounds', 3);
-const SECONDS = numberArg('--seconds', 5);
+const ROUNDS = numberArg('--rounds', 5);
+const SECONDS = numberArg('--seconds', 3);
 const CONNECTIONS = 4;
 const scripts = mkdtempSync(path.join(os.tmpdir(), 'hayloft-bench-wrk-'));
 
@@ -114,11 +116,20 @@ async function seed(d: Daemon, token: string, points: number): Promise<{ pointId
 ensureWrk();
 const bare: Bare = await startBare();
 const lines: string[] = [
-  `Run: \`npm run bench -- api\` on ${machineLine()}; the daemon is \`hayloft serve\` as its own process, started by its bin (its own runtime settings), the bare server another process; wrk 1 thread, ${CONNECTIONS} connections, ${SECONDS} s per case, ${ROUNDS} interleaved rounds (each starting at another case, 1 s between cases), medians; wrk and the servers share the machine's 2 cores. Every Hayloft request carries a bearer token (verified, cached, session checked) and answers JSON; a POST sends its request as a grid in the body (JSON v3, or Zinc where it says so).`,
+  `Run: \`npm run bench -- api\` on ${machineLine()}; the daemon is \`hayloft serve\` as its own process, started by its bin (its own runtime settings), the bare server another process; wrk 1 thread, ${CONNECTIONS} connections, ${SECONDS} s per measure, ${ROUNDS} rounds (each starting at another case, 1 s before each measure), medians; wrk and the servers share the machine's 2 cores. Every read by id is measured right after the bare server with the same method, and its ratio is the median of those pairs' ratios: the machine's speed drifts over seconds, and a baseline taken a minute away measures the drift. Every Hayloft request carries a bearer token (verified, cached, session checked) and answers JSON; a POST sends its request as a grid in the body (JSON v3, or Zinc where it says so).`,
   '',
-  '| points | case | req/s (median) | vs bare GET | vs bare POST | goal |',
-  '|---:|---|---:|---:|---:|---|',
+  '| points | case | req/s (median) | vs bare, same method (median of pairs) | goal |',
+  '|---:|---|---:|---:|---|',
 ];
+
+/** A case: its shot, the rows its answer has (checked first), and the bare shot it is paired with. */
+interface Case {
+  name: string;
+  shot: Shot;
+  rows: number;
+  pairedWith?: 'GET' | 'POST';
+}
+
 for (const points of [1000, 10_000]) {
   const d = await startDaemon();
   const token = await loginDaemon(d.base);
@@ -129,49 +140,69 @@ for (const points of [1000, 10_000]) {
   const read = `${d.base}/api/read`;
   const all = 'point and his';
   const equip = `his and equipRef==@${equipId}`;
-  const cases: [string, Shot, number][] = [
-    ['bare node:http, GET (baseline)', { url: `${bare.base}/`, headers: {} }, -1],
-    ['bare node:http, POST (baseline)', { url: `${bare.base}/`, headers: { 'Content-Type': 'application/json' }, body: jsonGrid([{ id: `r:${pointId}` }]) }, -1],
-    ['read by id, GET', { url: `${read}?id=@${pointId}`, headers: auth }, 1],
-    ['read by id, POST (JSON grid)', { url: read, headers: json, body: jsonGrid([{ id: `r:${pointId}` }]) }, 1],
+  const bareShots: Record<'GET' | 'POST', Shot> = {
+    GET: { url: `${bare.base}/`, headers: auth },
+    POST: { url: `${bare.base}/`, headers: json, body: jsonGrid([{ id: `r:${pointId}` }]) },
+  };
+  const cases: Case[] = [
+    { name: 'read by id, GET', shot: { url: `${read}?id=@${pointId}`, headers: auth }, rows: 1, pairedWith: 'GET' },
+    { name: 'read by id, POST (JSON grid)', shot: { url: read, headers: json, body: jsonGrid([{ id: `r:${pointId}` }]) }, rows: 1, pairedWith: 'POST' },
     // A client that asks for another point each time: no body is seen twice in a row, and more
     // bodies than the server keeps decoded (grid-cache.ts), so every one is decoded.
-    [`read by id, POST (JSON grid), another of ${pointIds.length} points each request`, { url: read, headers: json, body: jsonGrid([{ id: `r:${pointId}` }]), bodies: pointIds.map((id) => jsonGrid([{ id: `r:${id}` }])) }, 1],
-    ['read by id, POST (Zinc grid)', { url: read, headers: zinc, body: `ver:"3.0"\nid\n@${pointId}\n` }, 1],
-    [`read \`${all}\` (${points} rows), GET`, { url: `${read}?filter=${encodeURIComponent(all)}`, headers: auth }, points],
-    [`read \`${all}\` (${points} rows), POST`, { url: read, headers: json, body: jsonGrid([{ filter: `s:${all}` }]) }, points],
-    [`read \`his and equipRef==@equip\` (${points / 10} rows), GET`, { url: `${read}?filter=${encodeURIComponent(equip)}`, headers: auth }, points / 10],
-    [`read \`his and equipRef==@equip\` (${points / 10} rows), POST`, { url: read, headers: json, body: jsonGrid([{ filter: `s:${equip}` }]) }, points / 10],
+    {
+      name: `read by id, POST (JSON grid), another of ${pointIds.length} points each request`,
+      shot: { url: read, headers: json, body: jsonGrid([{ id: `r:${pointId}` }]), bodies: pointIds.map((id) => jsonGrid([{ id: `r:${id}` }])) },
+      rows: 1,
+      pairedWith: 'POST',
+    },
+    { name: 'read by id, POST (Zinc grid)', shot: { url: read, headers: zinc, body: `ver:"3.0"\nid\n@${pointId}\n` }, rows: 1, pairedWith: 'POST' },
+    { name: `read \`${all}\` (${points} rows), GET`, shot: { url: `${read}?filter=${encodeURIComponent(all)}`, headers: auth }, rows: points },
+    { name: `read \`${all}\` (${points} rows), POST`, shot: { url: read, headers: json, body: jsonGrid([{ filter: `s:${all}` }]) }, rows: points },
+    { name: `read \`his and equipRef==@equip\` (${points / 10} rows), GET`, shot: { url: `${read}?filter=${encodeURIComponent(equip)}`, headers: auth }, rows: points / 10 },
+    { name: `read \`his and equipRef==@equip\` (${points / 10} rows), POST`, shot: { url: read, headers: json, body: jsonGrid([{ filter: `s:${equip}` }]) }, rows: points / 10 },
   ];
-  for (const [, shot, rows] of cases) if (rows >= 0) await check(shot, rows);
+  for (const c of cases) await check(c.shot, c.rows);
   // One short pass first, discarded: JIT warm-up and first-use caches (views, row texts, tokens).
-  for (const [, shot] of cases) await wrk(shot, 1);
+  for (const s of [bareShots.GET, bareShots.POST, ...cases.map((c) => c.shot)]) await wrk(s, 1);
   // Each round starts at another case (every case follows every other equally often) and each
-  // case starts after a pause: a case must not pay for the garbage its predecessor left.
-  const got = new Map<string, number[]>();
+  // measure starts after a pause: a case must not pay for the garbage its predecessor left.
+  const rates = new Map<string, number[]>();
+  const ratios = new Map<string, number[]>();
+  const bareRates: Record<'GET' | 'POST', number[]> = { GET: [], POST: [] };
+  const measure = async (shot: Shot): Promise<number> => {
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    return wrk(shot);
+  };
   for (let r = 0; r < ROUNDS; r++) {
     for (let i = 0; i < cases.length; i++) {
-      const [name, shot] = cases[(r + i) % cases.length] as [string, Shot, number];
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-      const rate = await wrk(shot);
-      got.set(name, [...(got.get(name) ?? []), rate]);
-      console.log(`${points} points, round ${r + 1}: ${name}: ${fmtRate(rate)} req/s`);
+      const c = cases[(r + i) % cases.length] as Case;
+      const base = c.pairedWith === undefined ? undefined : await measure(bareShots[c.pairedWith]);
+      const rate = await measure(c.shot);
+      rates.set(c.name, [...(rates.get(c.name) ?? []), rate]);
+      if (base !== undefined && c.pairedWith !== undefined) {
+        bareRates[c.pairedWith].push(base);
+        ratios.set(c.name, [...(ratios.get(c.name) ?? []), rate / base]);
+      }
+      const pair = base === undefined ? '' : ` (bare ${c.pairedWith} just before: ${fmtRate(base)}, ratio ${(rate / base).toFixed(2)})`;
+      console.log(`${points} points, round ${r + 1}: ${c.name}: ${fmtRate(rate)} req/s${pair}`);
     }
   }
-  const bareGet = median(got.get('bare node:http, GET (baseline)') ?? []);
-  const barePost = median(got.get('bare node:http, POST (baseline)') ?? []);
-  for (const [name] of cases) {
-    const rate = median(got.get(name) ?? []);
-    const goal = name.includes('another of')
+  for (const m of ['GET', 'POST'] as const) {
+    lines.push(`| ${points.toLocaleString('en')} | bare node:http, ${m} (baseline; ${bareRates[m].length} measures, one before each case paired with it) | ${fmtRate(median(bareRates[m]))} | | |`);
+  }
+  for (const c of cases) {
+    const goal = c.name.includes('another of')
       ? '(every body decoded)'
-      : name.startsWith('read by id')
+      : c.name.startsWith('read by id')
         ? '≥ 0.70 of bare'
-        : name.includes('point and his') && points === 1000
+        : c.name.includes('point and his') && points === 1000
           ? '≥ 276/s (3 × 92)'
-          : name.includes('equipRef') && points === 1000
+          : c.name.includes('equipRef') && points === 1000
             ? '≥ 2,973/s (3 × 991)'
             : '';
-    lines.push(`| ${points.toLocaleString('en')} | ${name} | ${fmtRate(rate)} | ${(rate / bareGet).toFixed(2)} | ${(rate / barePost).toFixed(2)} | ${goal} |`);
+    const rs = ratios.get(c.name);
+    const ratio = rs === undefined ? '' : `${median(rs).toFixed(2)} (${Math.min(...rs).toFixed(2)}-${Math.max(...rs).toFixed(2)})`;
+    lines.push(`| ${points.toLocaleString('en')} | ${c.name} | ${fmtRate(median(rates.get(c.name) ?? []))} | ${ratio} | ${goal} |`);
   }
   await stopDaemon(d);
 }

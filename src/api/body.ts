@@ -31,6 +31,20 @@ export function hasBody(req: IncomingMessage): boolean {
   return len !== undefined && len.trim() !== '0';
 }
 
+/** The largest body taken whole as Node's parser delivers it (ExchangeRequest.takeBody). */
+export const WHOLE_BODY_MAX = 64 * 1024;
+
+/**
+ * The length of a body small enough to be taken whole as it is parsed: announced by
+ * Content-Length, not chunked, 1 to WHOLE_BODY_MAX bytes; else undefined.
+ */
+export function wholeBodyLength(req: IncomingMessage): number | undefined {
+  const len = req.headers['content-length'];
+  if (len === undefined || req.headers['transfer-encoding'] !== undefined) return undefined;
+  const n = Number(len);
+  return n > 0 && n <= WHOLE_BODY_MAX ? n : undefined;
+}
+
 /** Throws HL_TOO_LARGE when Content-Length already says the body is over the limit. */
 export function checkLength(req: IncomingMessage, maxBytes: number, limitName = 'maxBodyBytes'): void {
   const len = req.headers['content-length'];

@@ -30,6 +30,48 @@ export interface Exchange {
  */
 export class ExchangeRequest extends http.IncomingMessage {
   exchange: Exchange | undefined = undefined;
+  /** Where takeBody sends the body's chunks, and null at its end; undefined: to the stream. */
+  private bodySink: ((chunk: Buffer | null) => void) | undefined = undefined;
+
+  /**
+   * Hands the body to `then` whole, as Node's parser delivers it, instead of through the stream:
+   * no buffering in the stream, no read, no promise. For a small body announced by Content-Length,
+   * taken in the 'request' event, before a byte of it is parsed; false when it is too late (some of
+   * the body is in the stream already) and the stream must be read instead. `then` runs inside
+   * the parser's callback once the body is complete (the request is `complete`, its stream ended
+   * empty, as a GET's) and must not throw. A client that goes away before the end never calls it.
+   *
+   * The read by id over POST went through Readable's push, read and their scheduled ticks, and an
+   * async function to wait for the body, where a GET needs none of that: about a fifth of its
+   * throughput below GET's, where the bare server's POST is a twentieth below its GET.
+   */
+  takeBody(then: (bytes: Buffer) => void): boolean {
+    if (this.complete || this.readableLength > 0 || this.readableFlowing === true) return false;
+    let first: Buffer | undefined;
+    let more: Buffer[] | undefined;
+    this.bodySink = (chunk) => {
+      if (chunk !== null) {
+        if (first === undefined) first = chunk;
+        else (more ??= [first]).push(chunk);
+        return;
+      }
+      then(more !== undefined ? Buffer.concat(more) : (first ?? Buffer.alloc(0)));
+    };
+    return true;
+  }
+
+  override push(chunk: unknown, encoding?: BufferEncoding): boolean {
+    const sink = this.bodySink;
+    if (sink === undefined) return super.push(chunk, encoding);
+    if (chunk !== null) {
+      sink(chunk as Buffer);
+      return true;
+    }
+    this.bodySink = undefined;
+    const pushed = super.push(null);
+    sink(null);
+    return pushed;
+  }
 }
 
 export function pathOf(req: IncomingMessage): string {
