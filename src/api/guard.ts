@@ -142,7 +142,7 @@ interface Progress {
  * One look every `everyMs` over the requests in flight (a handful), rather than a timer per
  * request: that costs nothing per request. Returns a function that stops the watch.
  */
-export function watchStalls(inFlight: ReadonlySet<ServerResponse>, stallMs: number, log: Logger, everyMs = CONNECTIONS_CHECKING_INTERVAL_MS): () => void {
+export function watchStalls(inFlight: Iterable<ServerResponse>, stallMs: number, log: Logger, everyMs = CONNECTIONS_CHECKING_INTERVAL_MS): () => void {
   const seen = new WeakMap<ServerResponse, Progress>();
   const timer = setInterval(() => {
     const now = Date.now();

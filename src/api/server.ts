@@ -19,7 +19,7 @@ import type { Logger } from '../lib/log.js';
 import type { Metrics } from '../lib/metrics.js';
 import { authHttp } from './auth-http.js';
 import { JSON_CODEC } from './codecs.js';
-import { ExchangeRequest, pathOf, Responder } from './exchange.js';
+import { ExchangeRequest, InFlight, pathOf, Responder } from './exchange.js';
 import { BodyBudget, CONNECTIONS_CHECKING_INTERVAL_MS, DEFAULT_SERVER_LIMITS, type ServerLimits, guardServer, stallMsOf, watchStalls } from './guard.js';
 import { errorGrid } from './http-errors.js';
 import type { Op, OpContext } from './op.js';
@@ -84,7 +84,7 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
   const limits: ServerLimits = { ...DEFAULT_SERVER_LIMITS, ...opts.limits, maxBodyBytes: opts.maxBodyBytes };
   const closeTimeoutMs = opts.closeTimeoutMs ?? 10_000;
   const respond = new Responder(log, opts.debug, opts.metrics);
-  const inFlight = new Set<ServerResponse>();
+  const inFlight = new InFlight();
   let drained: (() => void) | undefined;
 
   const app = polka({
@@ -146,8 +146,7 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
    * recorded in the metrics and logged (one debug line).
    */
   function track(req: IncomingMessage, res: ServerResponse): void {
-    respond.exchangeOf(req);
-    inFlight.add(res);
+    inFlight.add(respond.exchangeOf(req), res);
     // `on`, not `once`: a response closes once, and once's wrapper showed in profiles. One
     // function for every response (it finds its request and exchange), not a closure each.
     res.on('close', onClose);
@@ -157,7 +156,7 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     const req = this.req;
     const x = respond.exchangeOf(req);
     const debug = log.isLevelEnabled('debug');
-    inFlight.delete(this);
+    inFlight.delete(x);
     opts.metrics?.request(x.op, this.statusCode, (performance.now() - x.started) / 1000);
     if (debug) log.debug(
       {
