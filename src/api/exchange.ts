@@ -92,9 +92,10 @@ export class ExchangeRequest extends http.IncomingMessage {
    * the parser's callback once the body is complete (the request is `complete`, its stream ended
    * empty, as a GET's) and must not throw. A client that goes away before the end never calls it.
    *
-   * The read by id over POST went through Readable's push, read and their scheduled ticks, and an
-   * async function to wait for the body, where a GET needs none of that: about a fifth of its
-   * throughput below GET's, where the bare server's POST is a twentieth below its GET.
+   * The body budget is not involved, as for bufferedBody: these bytes would be held by the stream
+   * otherwise. Before, a POST's body went through Readable's push, read and their scheduled
+   * ticks, and an async function waited for it, where a GET needs none of that: read by id over
+   * POST gained 6 % (docs/performance.md).
    */
   takeBody(then: (bytes: Buffer) => void): boolean {
     if (this.complete || this.readableLength > 0 || this.readableFlowing === true) return false;
