@@ -18,6 +18,14 @@ const MAX_ENTRIES = 128;
 export class GridCache {
   /** Per format (the codec): the same bytes are a different grid in Zinc. */
   private readonly byFormat = new Map<unknown, Map<string, HGrid>>();
+  /**
+   * The last body asked for, its format and grid: a client polling on a kept-alive connection
+   * sends the same bytes again, and comparing them (memcmp) costs less than making and hashing
+   * their key. The bytes are the request's own (Node's parser copies each body).
+   */
+  private lastFormat: unknown = undefined;
+  private lastBytes: Buffer | undefined;
+  private lastGrid: HGrid | undefined;
 
   /**
    * The grid of `input` (a body's bytes, or a query string) in the format `format` (a codec, or
@@ -26,16 +34,25 @@ export class GridCache {
    */
   grid<F, I extends Buffer | string>(format: F, input: I, decode: (format: F, input: I) => HGrid): HGrid {
     if (input.length > MAX_BYTES) return decode(format, input);
+    const bytes: Buffer | undefined = typeof input === 'string' ? undefined : input;
+    const last = this.lastBytes;
+    if (bytes !== undefined && last !== undefined && format === this.lastFormat && bytes.length === last.length && bytes.equals(last)) return this.lastGrid as HGrid;
     let cache = this.byFormat.get(format);
     if (cache === undefined) this.byFormat.set(format, (cache = new Map<string, HGrid>()));
     // Latin-1 maps each byte to one character: a key as exact as the bytes, without the UTF-8
     // check (decode does that, once, for bytes not seen before).
     const key = typeof input === 'string' ? input : input.toString('latin1');
-    const hit = cache.get(key);
-    if (hit !== undefined) return hit;
-    const grid = decode(format, input);
-    if (cache.size >= MAX_ENTRIES) cache.clear();
-    cache.set(key, grid);
+    let grid = cache.get(key);
+    if (grid === undefined) {
+      grid = decode(format, input);
+      if (cache.size >= MAX_ENTRIES) cache.clear();
+      cache.set(key, grid);
+    }
+    if (bytes !== undefined) {
+      this.lastFormat = format;
+      this.lastBytes = bytes;
+      this.lastGrid = grid;
+    }
     return grid;
   }
 

@@ -59,6 +59,26 @@ t.test('a body seen before is not decoded again, and gets the grid of the first 
   t.equal(decoded, 4, 'decoded once');
 });
 
+t.test('the last body: equal bytes in a new buffer are its grid; the same bytes in another format are not', async (t) => {
+  const cache = new GridCache();
+  let decoded = 0;
+  const decode = (f: string, b: Buffer): HGrid => {
+    decoded++;
+    return f === 'json' ? readJsonGrid(b.toString('utf8')) : HGrid.empty();
+  };
+  const a = cache.grid('json', body('a'), decode);
+  t.equal(cache.grid('json', Buffer.from(body('a')), decode), a, 'equal bytes in another Buffer: the same grid');
+  const other = cache.grid('zinc', body('a'), decode);
+  t.not(other, a, 'the same bytes in another format: its own grid');
+  t.equal(decoded, 2, 'decoded once per format');
+  t.equal(cache.grid('json', body('a'), decode), a, 'and back to the first format: its grid, from the cache');
+  const b = cache.grid('json', body('b'), decode);
+  t.not(b, a, 'other bytes of the same length: another grid');
+  t.equal(((b.rows[0]?.get('id')) as HRef).id, 'b');
+  t.throws(() => cache.grid('json', Buffer.from('{"meta":'), decode), 'a body that fails');
+  t.equal(cache.grid('json', body('b'), decode), b, 'is not kept as the last body');
+});
+
 t.test('a body that fails to decode is decoded (and fails) again', async (t) => {
   const cache = new GridCache();
   const c = counting();
