@@ -7,12 +7,14 @@
  * discover -> createRec of the connector from the answered uri -> learn (groups, then drill in)
  * -> createRec of the proposals -> curVal arrives. Then the hard devices: 650 objects on a device
  * that cannot send its object list whole (read element by element, with progress on the
- * connector), and a device that rejects ReadPropertyMultiple (read with ReadProperty).
+ * connector), and a device that rejects ReadPropertyMultiple (read with ReadProperty). And the
+ * object list kept for drill-ins: used for 10 minutes, read again after.
  */
 import { EngineeringUnits, ObjectType, PropertyIdentifier } from '@bacnet-js/client';
 import t from 'tap';
 import { type HDict, HNumber, HRef, HUri, MARKER, type HVal } from '../../src/haystack/values.js';
 import { BacnetDevice, enumerated, freeUdpPort, real, text as str, unsigned } from '../helpers/bacnet-device.js';
+import { ManualClock } from '../../src/lib/clock.js';
 import { startApp } from '../helpers/app.js';
 import { connClient, text, until } from '../helpers/conn-http.js';
 import { failed, ok } from '../helpers/his.js';
@@ -185,4 +187,38 @@ t.test('a device of 650 objects that cannot send its object list whole, and one 
   // A device that has gone: learn says so, as an error grid.
   big.stop();
   failed(t, await admin.post('learn', { connId: HRef.of('big') }), 504, 'HL_DRIVER_DOWN', /no answer from the device/, 'learn of a silent device');
+});
+
+t.test('a drill-in uses the object list read by the learn before it for 10 minutes, then reads it again', async (t) => {
+  const dev = new BacnetDevice({ address: '127.0.0.2', port: await freeUdpPort('127.0.0.2'), deviceInstance: 4004 });
+  dev.set(AI, 1, real(20));
+  dev.set(AI, 1, str('Zone Temp'), P.OBJECT_NAME);
+  dev.set(AI, 1, enumerated(EngineeringUnits.DEGREES_CELSIUS), P.UNITS);
+  dev.describe('VAV-4');
+  await dev.start();
+  t.teardown(() => dev.stop());
+  const clock = new ManualClock(Date.now());
+  const bacnetPort = await freeUdpPort(HAYLOFT_HOST);
+  const r = await startApp(t, { clock, env: { HAYLOFT_BACNET_INTERFACE: HAYLOFT_HOST, HAYLOFT_BACNET_PORT: String(bacnetPort), HAYLOFT_BACNET_TIMEOUT_MS: '2000' } });
+  const admin = connClient(r);
+  ok(t, await admin.post('createRec', [{ id: HRef.of('vav'), bacnetConn: MARKER, name: 'vav', uri: new HUri(`bacnet://127.0.0.2:${dev.opts.port}/4004`) }]), 'the connector');
+  const names = async (): Promise<unknown[]> => ok(t, await admin.post('learn', { connId: HRef.of('vav'), arg: 'AI' }), 'drill into AI').rows.map((p) => p.get('name'));
+
+  t.same(ok(t, await admin.post('learn', { connId: HRef.of('vav') }), 'learn: groups').rows.map((g) => g.get('learn')), ['AI'], 'one group');
+  t.equal(dev.seen.listWhole, 1, 'the object list read once');
+  // An object added on the device after that learn.
+  dev.set(AI, 2, real(18));
+  dev.set(AI, 2, str('Discharge Temp'), P.OBJECT_NAME);
+  dev.set(AI, 2, enumerated(EngineeringUnits.DEGREES_CELSIUS), P.UNITS);
+  dev.describe('VAV-4');
+
+  t.same(await names(), ['zoneTemp'], 'a drill-in right after: the kept list, without the new object');
+  clock.advance(10 * 60_000 - 1000);
+  t.same(await names(), ['zoneTemp'], 'one just under 10 minutes later: still the kept list');
+  t.equal(dev.seen.listWhole, 1, 'the object list not read again meanwhile');
+  clock.advance(2000);
+  t.same(await names(), ['zoneTemp', 'dischargeTemp'], 'past 10 minutes: the list read again, the new object proposed, the old one under the same name');
+  t.equal(dev.seen.listWhole, 2, 'the object list read a second time');
+  t.same(await names(), ['zoneTemp', 'dischargeTemp'], 'and kept again for the drill-ins after');
+  t.equal(dev.seen.listWhole, 2, 'not read a third time');
 });
