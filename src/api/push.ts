@@ -26,6 +26,11 @@
  * cap of connections per address. Engine.IO sessions (a polling session costs memory but holds
  * no connection) are capped per address at `maxConnectionsPerAddress` too. One engine serves
  * HTTP and HTTPS, so close() ends the sockets of both.
+ *
+ * The main namespace (`/`) carries nothing, but a socket.io 2 client (Engine.IO 3) is put in it
+ * by the server as it connects, and any client may ask for it: it takes the same token as a
+ * watch's namespace, so a client without one holds no namespace, and a session that holds none is
+ * closed after `connectTimeoutMs` (socket.io's own default is 45 s).
  */
 import type http from 'node:http';
 import type { IncomingMessage } from 'node:http';
@@ -50,6 +55,8 @@ export interface PushOptions {
   maxQueued?: number;
   /** How often each socket's token is checked again, ms (default 2,000). */
   authCheckMs?: number;
+  /** An Engine.IO session that has joined no namespace is closed after this, ms (default 10,000). */
+  connectTimeoutMs?: number;
 }
 
 export const DEFAULT_MAX_QUEUED = 50_000;
@@ -184,27 +191,37 @@ export function pushGroup(opts: PushOptions): RouteGroup {
     return err;
   }
 
+  /** Who connects: the token (and impersonation) of the handshake, a user with WATCH. */
+  async function admit(socket: Socket): Promise<PushClient> {
+    const token = tokenOf(socket);
+    // X-IMPERSONATE as on REST, or `auth.impersonate`: a browser's WebSocket cannot set headers.
+    const imp = socket.handshake.headers['x-impersonate'];
+    const fromAuth = (socket.handshake.auth as { impersonate?: unknown } | undefined)?.impersonate;
+    const impersonate = typeof fromAuth === 'string' && fromAuth !== '' ? fromAuth : Array.isArray(imp) ? imp[0] : imp;
+    const p = await principalOf(token, impersonate);
+    if (p !== null && !p.grants.has('WATCH')) throw new HayloftError(ErrorCodes.FORBIDDEN, 'permission denied: push of watch changes needs WATCH');
+    return new PushClient(socket, token, impersonate, p);
+  }
+
+  /** The main namespace: the same admission, and nothing is sent there. */
+  function onMain(nsp: Namespace): void {
+    nsp.use((socket, next) => {
+      admit(socket).then(
+        () => next(),
+        (e: unknown) => next(connectionError(e)),
+      );
+    });
+  }
+
   function onNamespace(nsp: Namespace): void {
     nsp.use((socket, next) => {
-      let token: string;
-      try {
-        token = tokenOf(socket);
-      } catch (e) {
-        next(connectionError(e));
-        return;
-      }
-      // X-IMPERSONATE as on REST, or `auth.impersonate`: a browser's WebSocket cannot set headers.
-      const imp = socket.handshake.headers['x-impersonate'];
-      const fromAuth = (socket.handshake.auth as { impersonate?: unknown } | undefined)?.impersonate;
-      const impersonate = typeof fromAuth === 'string' && fromAuth !== '' ? fromAuth : Array.isArray(imp) ? imp[0] : imp;
       const watchId = socket.nsp.name.slice(1);
-      principalOf(token, impersonate)
-        .then((p) => {
-          if (p !== null && !p.grants.has('WATCH')) throw new HayloftError(ErrorCodes.FORBIDDEN, 'permission denied: push of watch changes needs WATCH');
-          if (!watches.isOpen(p?.userId ?? '', watchId)) {
+      admit(socket)
+        .then((c) => {
+          if (!watches.isOpen(c.principal?.userId ?? '', watchId)) {
             throw new HayloftError(ErrorCodes.WATCH_NOT_FOUND, `watch "${watchId}" is unknown, closed or expired: open one with watchSub and connect to its namespace`);
           }
-          (socket.data as { client?: PushClient }).client = new PushClient(socket, token, impersonate, p);
+          (socket.data as { client?: PushClient }).client = c;
           next();
         })
         .catch((e: unknown) => next(connectionError(e)));
@@ -278,8 +295,9 @@ export function pushGroup(opts: PushOptions): RouteGroup {
   function engineFor(kit: RouteKit): Promise<Engine> {
     loading ??= Promise.all([import('engine.io'), import('socket.io')]).then(([eio, sio]) => {
       const e = engineOf(kit, eio.Server);
-      const io = new sio.Server({ serveClient: false, cleanupEmptyChildNamespaces: true });
+      const io = new sio.Server({ serveClient: false, cleanupEmptyChildNamespaces: true, connectTimeout: opts.connectTimeoutMs ?? 10_000 });
       io.bind(e);
+      onMain(io.of('/'));
       // One namespace per watch: `/<watchId>`.
       onNamespace(io.of(/^\/[^/]+$/));
       engine = e;

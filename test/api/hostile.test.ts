@@ -361,7 +361,7 @@ t.test('socket.io requests are under the same limits as the rest', async (t) => 
   const sleep = (ms: number): Promise<void> => new Promise((res) => setTimeout(res, ms));
 
   // Websockets: six from one address, at most four get through.
-  const sockets = Array.from({ length: 6 }, () => io(r.base, { path: '/socket.io', transports: ['websocket'], reconnection: false, forceNew: true, timeout: 5000 }));
+  const sockets = Array.from({ length: 6 }, () => io(r.base, { path: '/socket.io', transports: ['websocket'], auth: { token: r.token }, reconnection: false, forceNew: true, timeout: 5000 }));
   const outcomes = await Promise.all(
     sockets.map((s) => new Promise<string>((resolve) => {
       s.once('connect', () => resolve('connected'));

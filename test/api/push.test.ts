@@ -7,9 +7,9 @@ import t from 'tap';
 import { io, type Socket } from 'socket.io-client';
 import { createApiServer } from '../../src/api/server.js';
 import { allOps } from '../../src/api/ops/index.js';
-import { pushGroup } from '../../src/api/push.js';
+import { type PushOptions, pushGroup } from '../../src/api/push.js';
 import { HDict, HGrid, HNumber, HRef, type HVal, MARKER } from '../../src/haystack/values.js';
-import { ManualClock } from '../../src/lib/clock.js';
+import { type Clock, ManualClock, systemClock } from '../../src/lib/clock.js';
 import { silentLogger } from '../../src/lib/log.js';
 import { postGrid } from '../helpers/http.js';
 import { startApp, type Running } from '../helpers/app.js';
@@ -36,6 +36,22 @@ async function watchSub(base: string, headers: Record<string, string>, ids: stri
 
 function connect(base: string, watchId: string, token: string, extra: Record<string, string> = {}): Socket {
   return io(`${base}/${watchId}`, { path: '/socket.io', transports: ['websocket'], extraHeaders: { authorization: `Bearer ${token}`, ...extra }, reconnection: false, forceNew: true });
+}
+
+/** Another server on the app's model and watches, with push options of its own; its base URL. */
+async function pushServer(t: { teardown(f: () => unknown): void }, s: Running, clock: Clock, opts: Partial<PushOptions>): Promise<string> {
+  const server = createApiServer({
+    ops: allOps,
+    auth: s.app.auth,
+    ctx: { model: s.app.model, clock, log: silentLogger(), info: { serverName: 't', tz: {} as never, productVersion: '0', bootTime: 0 }, watches: s.app.watches, history: s.app.history, points: s.app.points, writer: s.app.writer },
+    log: silentLogger(),
+    maxBodyBytes: 1 << 20,
+    debug: false,
+    groups: [pushGroup({ auth: s.app.auth, watches: s.app.watches, log: silentLogger(), ...opts })],
+  });
+  const { port } = await server.listen(0, '127.0.0.1');
+  t.teardown(() => server.close());
+  return `http://127.0.0.1:${port}`;
 }
 
 function next<T>(socket: Socket, event: string): Promise<T> {
@@ -147,18 +163,7 @@ t.test('an expired lease ends the sockets; a slow consumer is dropped', async (t
   t.equal(await gone, 'io server disconnect', 'the lease expired: the socket is closed');
 
   // A server whose sockets may queue 5 packets: 20 changes in one poll overflow it.
-  const server = createApiServer({
-    ops: allOps,
-    auth: s.app.auth,
-    ctx: { model: s.app.model, clock, log: silentLogger(), info: { serverName: 't', tz: {} as never, productVersion: '0', bootTime: 0 }, watches: s.app.watches, history: s.app.history, points: s.app.points, writer: s.app.writer },
-    log: silentLogger(),
-    maxBodyBytes: 1 << 20,
-    debug: false,
-    groups: [pushGroup({ auth: s.app.auth, watches: s.app.watches, log: silentLogger(), maxQueued: 5 })],
-  });
-  const { port } = await server.listen(0, '127.0.0.1');
-  t.teardown(() => server.close());
-  const base = `http://127.0.0.1:${port}`;
+  const base = await pushServer(t, s, clock, { maxQueued: 5 });
   const w2 = await watchSub(base, s.auth, ids);
   const slow = connect(base, w2, s.token);
   t.teardown(() => slow.close());
@@ -193,4 +198,57 @@ t.test('push over HTTP and HTTPS at once; stop() ends the sockets of both', asyn
   const stopped = await Promise.race([s.stop().then(() => 'stopped'), new Promise((res) => setTimeout(() => res('still stopping after 8 s'), 8000))]);
   t.equal(stopped, 'stopped', 'stop() does not wait on open sockets');
   t.same((await ends).length, 2, 'both sockets were ended by the server');
+});
+
+t.test('the main namespace takes the same token as a watch; a session in no namespace is closed', async (t) => {
+  const s = await startApp(t);
+  const [pol] = await s.app.model.create([HDict.of({ actionPolicy: MARKER, name: 'readOnly', permissions: ['MODEL_READ'] })]);
+  const [role] = await s.app.model.create([HDict.of({ role: MARKER, name: 'reader', actionPolicyRefs: [pol?.get('id') as HRef] })]);
+  await s.app.auth.addUser('reader@example.com', 'reader-password-1', (role?.get('id') as HRef).id);
+  const reader = String((await s.login('reader@example.com', 'reader-password-1')).body.access_token);
+  const root = (opts: Record<string, unknown>): Socket => io(s.base, { path: '/socket.io', transports: ['websocket'], reconnection: false, forceNew: true, ...opts });
+  const refusal = async (sock: Socket): Promise<string | undefined> => {
+    const e = await next<Error & { data?: { errCode?: string } }>(sock, 'connect_error');
+    sock.close();
+    return e.data?.errCode;
+  };
+  t.equal(await refusal(root({})), 'HL_UNAUTHORIZED', 'no token: refused');
+  t.equal(await refusal(root({ auth: { token: 'not-a-token' } })), 'HL_UNAUTHORIZED', 'a bad token: refused');
+  t.equal(await refusal(root({ auth: { token: reader } })), 'HL_FORBIDDEN', 'a user without WATCH: refused');
+  const ok = root({ extraHeaders: { authorization: `Bearer ${s.token}` } });
+  await next(ok, 'connect');
+  t.pass('a valid token with WATCH connects');
+  ok.close();
+
+  // A server whose sessions must join a namespace within 300 ms.
+  const base = await pushServer(t, s, systemClock, { connectTimeoutMs: 300 });
+  // Engine.IO handshakes by long polling, as a client starts: EIO 4 joins no namespace until it
+  // asks; EIO 3 (socket.io 2) is put in the main namespace at once, which wants a token.
+  const handshake = async (query: string): Promise<string> => {
+    const a = await fetch(`${base}/socket.io/?transport=polling&${query}`);
+    const text = await a.text();
+    const m = /"sid":"([^"]+)"/.exec(text);
+    if (a.status !== 200 || m === null) throw new Error(`handshake: ${a.status} ${text}`);
+    return m[1] as string;
+  };
+  const poll = async (query: string, sid: string): Promise<{ status: number; text: string }> => {
+    const a = await fetch(`${base}/socket.io/?transport=polling&${query}&sid=${sid}`);
+    return { status: a.status, text: await a.text() };
+  };
+  const v4 = await handshake('EIO=4');
+  const v3 = await handshake('EIO=3');
+  const v3Token = await handshake(`EIO=3&Authorization=${encodeURIComponent(s.token)}`);
+  const refused = await poll('EIO=3', v3);
+  t.match(refused.text, /HL_UNAUTHORIZED/, 'EIO 3 without a token: the main namespace refuses it');
+  const joined = await poll(`EIO=3&Authorization=${encodeURIComponent(s.token)}`, v3Token);
+  t.match(joined.text, /^\d+:40$|40$/, `EIO 3 with a token: connected to the main namespace (${joined.text})`);
+  await new Promise((r) => setTimeout(r, 1000));
+  for (const [what, q, sid] of [['EIO 4 in no namespace', 'EIO=4', v4], ['EIO 3 refused', 'EIO=3', v3]] as const) {
+    // The waiting poll gets Engine.IO's close packet ("1", last), and the session is gone.
+    const after = await poll(q, sid);
+    t.ok(after.status === 200 && after.text.endsWith('1'), `${what}: closed by the server after the connect timeout (${JSON.stringify(after.text)})`);
+    const gone = await poll(q, sid);
+    t.equal(gone.status, 400, `${what}: then unknown`);
+    t.match(gone.text, /Session ID unknown/);
+  }
 });
