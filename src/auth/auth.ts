@@ -25,7 +25,7 @@ import type { Model } from '../model/model.js';
 import type { Store } from '../store/db.js';
 import { Lockout } from './lockout.js';
 import { dummyHash, hashPassword, randomSecret, verifyPassword } from './passwords.js';
-import { Grants, PERMISSIONS, type Permission, policiesOf } from './permissions.js';
+import { Grants, PERMISSIONS, policiesOf } from './permissions.js';
 
 export const ACCESS_TTL_MS = 7 * 24 * 3600_000;
 export const REFRESH_TTL_MS = 30 * 24 * 3600_000;
@@ -544,10 +544,5 @@ export class AuthService {
     await this.setPassword(p.userId, pw);
     await this.revokeUser(p.userId, p.sid);
     this.log.info({ userId: p.userId }, 'password changed');
-  }
-
-  /** Throws HL_FORBIDDEN unless the principal holds the permission (for some entities at least). */
-  require(p: Principal, perm: Permission, what?: string): void {
-    if (!p.grants.has(perm)) throw new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: ${what ?? 'this operation'} needs ${perm}`);
   }
 }
