@@ -226,7 +226,7 @@ export class App {
         health: () => healthOf(store, (clock.now() - bootTime) / 1000),
         backup: () => backupStream(store, { productVersion: productVersion(), now: clock.now() }),
         // WideSky's calls beyond the ops (push of watch changes, GraphQL, admin calls), and the console.
-        groups: [pushGroup({ auth, watches, log }), graphqlGroup({ model, history, clock }), adminRoutes(auth), consoleRoutes(consoleFiles(consoleDir()))],
+        groups: [pushGroup({ auth, watches, log, metrics }), graphqlGroup({ model, history, clock }), adminRoutes(auth), consoleRoutes(consoleFiles(consoleDir()))],
       });
       const app = new App(config, log, { store, model, auth, history, points, writer, drivers, watches, server });
       app.metrics = metrics;

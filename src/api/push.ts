@@ -31,6 +31,10 @@
  * by the server as it connects, and any client may ask for it: it takes the same token as a
  * watch's namespace, so a client without one holds no namespace, and a session that holds none is
  * closed after `connectTimeoutMs` (socket.io's own default is 45 s).
+ *
+ * Metrics (`hayloft_push_*`, read at scrape time): sessions and watch sockets open, websocket
+ * upgrades, pointData events sent, connections refused by error code, sockets the server ended by
+ * reason. A request of the polling transport is counted with the other requests (op `push`).
  */
 import type http from 'node:http';
 import type { IncomingMessage } from 'node:http';
@@ -42,6 +46,7 @@ import { encodeVal, type JsonValue } from '../haystack/json.js';
 import { HRef, type HDict } from '../haystack/values.js';
 import { ErrorCodes, HayloftError, isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
+import type { Metrics } from '../lib/metrics.js';
 import type { Visible, WatchManager } from '../watch/index.js';
 import { checkLength, hasBody } from './body.js';
 import type { RouteGroup, RouteKit } from './routes.js';
@@ -57,6 +62,8 @@ export interface PushOptions {
   authCheckMs?: number;
   /** An Engine.IO session that has joined no namespace is closed after this, ms (default 10,000). */
   connectTimeoutMs?: number;
+  /** Where its figures go (`hayloft_push_*`); absent: none. */
+  metrics?: Metrics;
 }
 
 export const DEFAULT_MAX_QUEUED = 50_000;
@@ -110,8 +117,26 @@ export function pushGroup(opts: PushOptions): RouteGroup {
   const maxQueued = opts.maxQueued ?? DEFAULT_MAX_QUEUED;
   const clients = new Set<PushClient>();
   const dirty = new Set<PushClient>();
+  /** Engine.IO sessions per client address (polling and websocket): capped like connections. */
+  const sessions = new Map<string, number>();
+  let maxSessions = Infinity;
+  const counts = { upgrades: new Map<string, number>(), events: 0, refused: new Map<string, number>(), ended: new Map<string, number>() };
+  const bump = (m: Map<string, number>, k: string): void => {
+    m.set(k, (m.get(k) ?? 0) + 1);
+  };
   let flushing: NodeJS.Immediate | undefined;
   let checker: NodeJS.Timeout | undefined;
+
+  const m = opts.metrics;
+  if (m !== undefined) {
+    const labelled = (key: string, map: ReadonlyMap<string, number>) => () => [...map].map(([k, value]) => ({ labels: { [key]: k }, value }));
+    m.gauge('hayloft_push_sessions', 'Engine.IO sessions open (polling or websocket)', [], () => [...sessions.values()].reduce((a, b) => a + b, 0));
+    m.gauge('hayloft_push_sockets', "Sockets connected to a watch's namespace", [], () => clients.size);
+    m.counter('hayloft_push_upgrades_total', 'WebSocket upgrades asked for since start (push: to /socket.io/; refused: any other path)', () => 0, ['result'], labelled('result', counts.upgrades));
+    m.counter('hayloft_push_events_total', 'pointData events sent since start', () => counts.events);
+    m.counter('hayloft_push_refused_total', 'Connections refused since start, by error code (HL_* at a namespace, engine_* at the Engine.IO handshake)', () => 0, ['code'], labelled('code', counts.refused));
+    m.counter('hayloft_push_disconnects_total', 'Sockets the server ended since start, by reason (auth, watch_ended, slow_consumer)', () => 0, ['reason'], labelled('reason', counts.ended));
+  }
 
   async function principalOf(token: string, impersonate: string | undefined): Promise<Principal | null> {
     if (auth === null) return null;
@@ -156,18 +181,21 @@ export function pushGroup(opts: PushOptions): RouteGroup {
       return;
     }
     for (const id of c.pending) c.socket.emit('pointData', pointData(watches.row(id, c.visible)));
+    counts.events += c.pending.size;
     c.pending.clear();
     // The engine's buffer of packets not yet written: past the bound the client cannot keep up.
     const queued = (c.socket.conn as unknown as { writeBuffer?: unknown[] }).writeBuffer?.length ?? 0;
     if (queued > maxQueued) {
       log.warn({ watchId: c.socket.nsp.name.slice(1), queued, user: c.principal?.username }, 'push: slow consumer disconnected');
+      bump(counts.ended, 'slow_consumer');
       c.socket.conn.close();
     }
   }
 
   /** Ends one socket (its namespace only: a client may multiplex several watches on one connection). */
-  function drop(c: PushClient, why: string): void {
+  function drop(c: PushClient, why: string, reason: 'auth' | 'watch_ended' = 'auth'): void {
     if (!c.socket.connected) return;
+    bump(counts.ended, reason);
     log.info({ watchId: c.socket.nsp.name.slice(1), user: c.principal?.username, why }, 'push: socket disconnected');
     c.socket.disconnect();
   }
@@ -187,7 +215,9 @@ export function pushGroup(opts: PushOptions): RouteGroup {
 
   function connectionError(e: unknown): Error & { data?: unknown } {
     const err: Error & { data?: unknown } = new Error(e instanceof Error ? e.message : String(e));
-    err.data = { errCode: isHayloftError(e) ? e.code : ErrorCodes.INTERNAL };
+    const code = isHayloftError(e) ? e.code : ErrorCodes.INTERNAL;
+    bump(counts.refused, code);
+    err.data = { errCode: code };
     return err;
   }
 
@@ -237,7 +267,7 @@ export function pushGroup(opts: PushOptions): RouteGroup {
             flushing ??= setImmediate(flush);
           },
           ended(why) {
-            drop(c, `the watch was ${why}`);
+            drop(c, `the watch was ${why}`, 'watch_ended');
           },
         });
       } catch {
@@ -255,9 +285,6 @@ export function pushGroup(opts: PushOptions): RouteGroup {
     });
   }
 
-  /** Engine.IO sessions per client address (polling and websocket): capped like connections. */
-  const sessions = new Map<string, number>();
-  let maxSessions = Infinity;
 
   function engineOf(kit: RouteKit, EngineClass: typeof Engine): Engine {
     maxSessions = kit.limits.maxConnectionsPerAddress;
@@ -272,6 +299,8 @@ export function pushGroup(opts: PushOptions): RouteGroup {
         else fn(null, true);
       },
     });
+    // Handshakes and requests the engine refuses (a session over the cap, an unknown session id).
+    engine.on('connection_error', (err: { message?: unknown }) => bump(counts.refused, `engine_${String(err.message).replace(/\W+/g, '_')}`));
     engine.on('connection', (socket: EngineSocket) => {
       const addr = socket.remoteAddress;
       sessions.set(addr, (sessions.get(addr) ?? 0) + 1);
@@ -343,8 +372,13 @@ export function pushGroup(opts: PushOptions): RouteGroup {
     attach(server: http.Server, kit: RouteKit) {
       // Websockets: the upgrade of a request the server parsed (headers timeout, connection cap).
       server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-        if (!(req.url ?? '').startsWith(PATH)) socket.destroy();
-        else withEngine(kit, (e) => e.handleUpgrade(req, socket, head), () => socket.destroy());
+        if (!(req.url ?? '').startsWith(PATH)) {
+          bump(counts.upgrades, 'refused');
+          socket.destroy();
+        } else {
+          bump(counts.upgrades, 'push');
+          withEngine(kit, (e) => e.handleUpgrade(req, socket, head), () => socket.destroy());
+        }
       });
     },
     close() {

@@ -408,5 +408,7 @@ t.test('socket.io requests are under the same limits as the rest', async (t) => 
   const metrics = await request(r.base, '/metrics', { headers: r.auth });
   t.match(metrics.text, /hayloft_http_requests_total\{op="push",status="200"\} \d+/, 'socket.io requests are in the metrics');
   t.match(metrics.text, /hayloft_http_requests_total\{op="push",status="413"\} 1/);
+  const forbidden = Number(/hayloft_push_refused_total\{code="engine_Forbidden"\} (\d+)/.exec(metrics.text)?.[1] ?? 0);
+  t.ok(forbidden >= 2, `sessions refused over the cap are in the push metrics (${forbidden})`);
   await stillServes(t, r);
 });

@@ -54,6 +54,17 @@ async function pushServer(t: { teardown(f: () => unknown): void }, s: Running, c
   return `http://127.0.0.1:${port}`;
 }
 
+/** The samples of GET /metrics, by name with labels as exposed. */
+async function metrics(s: Running): Promise<Map<string, number>> {
+  const text = await (await fetch(`${s.base}/metrics`, { headers: s.auth })).text();
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const m = /^(hayloft_push_\S+) (\S+)$/.exec(line);
+    if (m !== null) out.set(m[1] as string, Number(m[2]));
+  }
+  return out;
+}
+
 function next<T>(socket: Socket, event: string): Promise<T> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no ${event} event`)), 10_000);
@@ -94,11 +105,19 @@ t.test('pointData per changed point, as the poll sets it, in the JSON encoding',
   // Polling still works beside push.
   const poll = await postGrid(s.base, 'watchPoll', grid({ watchId }), { headers: s.auth });
   t.equal(poll.grid?.size, 3, 'watchPoll answers what changed since the watchSub');
+  const open = await metrics(s);
+  t.equal(open.get('hayloft_push_sockets'), 1, 'metrics: one watch socket');
+  t.equal(open.get('hayloft_push_sessions'), 1, 'metrics: one Engine.IO session');
+  t.equal(open.get('hayloft_push_events_total'), 4, 'metrics: the four pointData events sent');
+  t.equal(open.get('hayloft_push_upgrades_total{result="push"}'), 1, 'metrics: one websocket upgrade');
 
   // Closing the watch ends its sockets.
   const gone = next<string>(sock, 'disconnect');
   await postGrid(s.base, 'watchUnsub', grid({ watchId, close: MARKER }), { headers: s.auth });
   t.equal(await gone, 'io server disconnect', 'watchUnsub close disconnects the socket');
+  const closed = await metrics(s);
+  t.equal(closed.get('hayloft_push_sockets'), 0, 'metrics: no watch socket');
+  t.equal(closed.get('hayloft_push_disconnects_total{reason="watch_ended"}'), 1, 'metrics: one socket ended with its watch');
 });
 
 t.test('the same permission filtering as watchPoll; refusals at connect', async (t) => {
@@ -219,6 +238,10 @@ t.test('the main namespace takes the same token as a watch; a session in no name
   await next(ok, 'connect');
   t.pass('a valid token with WATCH connects');
   ok.close();
+  const m = await metrics(s);
+  t.equal(m.get('hayloft_push_refused_total{code="HL_UNAUTHORIZED"}'), 2, 'metrics: two refused without a valid token');
+  t.equal(m.get('hayloft_push_refused_total{code="HL_FORBIDDEN"}'), 1, 'metrics: one refused without WATCH');
+  t.equal(m.get('hayloft_push_sockets'), 0, 'metrics: the main namespace holds no watch socket');
 
   // A server whose sessions must join a namespace within 300 ms.
   const base = await pushServer(t, s, systemClock, { connectTimeoutMs: 300 });
