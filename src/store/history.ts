@@ -74,6 +74,13 @@ export type HisColumns =
   /** The point has no history. */
   | { readonly kind: null; readonly ts: Float64Array; readonly val: never[] };
 
+/** A point's samples in [start, end), epoch ms. */
+export interface HisSpan {
+  readonly pointId: string;
+  readonly start: number;
+  readonly end: number;
+}
+
 export interface HisStats {
   /** Kind of the stored samples; undefined when there are none. */
   kind: HisKind | undefined;
@@ -667,74 +674,99 @@ export class HistoryStore {
 
   /** Deletes the samples in [start, end); returns how many there were. */
   async delete(pointId: string, start: number, end: number): Promise<number> {
+    const [n] = await this.deleteSpans([{ pointId, start, end }]);
+    return n as number;
+  }
+
+  /**
+   * Deletes the samples of each span [start, end) of its point in one commit: all of them or, on
+   * an error, none. One span per point. Returns how many samples each span removed.
+   */
+  async deleteSpans(spans: readonly HisSpan[]): Promise<number[]> {
     this.checkStarted();
-    checkId(pointId);
-    checkRange(start, end);
-    if (!(start < end)) return 0;
-    return this.lock.run([pointId], async () => {
-      const m0 = this.metas.get(pointId);
-      if (m0 === undefined || m0.end < start || m0.start >= end) return 0;
-      const m = { ...m0 };
-      const keys = new PointKeys(pointId);
+    const ids = new Set<string>();
+    for (const { pointId, start, end } of spans) {
+      checkId(pointId);
+      checkRange(start, end);
+      if (ids.has(pointId)) throw new HayloftError(ErrorCodes.BAD_REQUEST, `@${pointId} is named twice: one span per point`);
+      ids.add(pointId);
+    }
+    return this.lock.run([...ids], async () => {
       const batch = this.store.db.batch();
-      let removed = 0;
-      let next: Meta | undefined;
+      // The points' new metadata (null: no samples left), applied once the batch is written.
+      const next = new Map<string, Meta | null>();
+      const removed: number[] = [];
       try {
-        const lowKey = keys.chunk(-Infinity);
-        const entries = await this.his.iterator({ gte: lowKey, lte: keys.chunk(start), reverse: true, limit: 1 }).all();
-        for (const e of await this.his.iterator({ gt: keys.chunk(start), lt: keys.chunk(end) }).all()) entries.push(e);
-        // What is left of partly deleted chunks, by their old first timestamp.
-        const kept = new Map<number, { first: number; last: number }>();
-        for (const [k, v] of entries) {
-          const f = chunkFirst(v);
-          const l = chunkLast(v);
-          if (l < start || f >= end) continue;
-          if (f >= start && l < end) {
-            batch.del(k, { sublevel: this.his });
-            removed += chunkCount(v);
-            continue;
-          }
-          const cur = decodeWhole(m.kind, v);
-          const rest: Cols = { ts: [], val: [] };
-          for (let i = 0; i < cur.n; i++) {
-            const t = cur.ts[i] as number;
-            if (t < start || t >= end) {
-              rest.ts.push(t);
-              rest.val.push(cur.val[i] as HisValue);
-            }
-          }
-          removed += cur.n - rest.ts.length;
-          this.putChunks(batch, keys, m.kind, rest, f);
-          kept.set(f, { first: rest.ts[0] as number, last: rest.ts[rest.ts.length - 1] as number });
-        }
-        const tailKeys = m.tailCount > 0 ? await this.his.keys({ gte: keys.tail(Math.max(start, m.sealedEnd)), lt: keys.tail(end) }).all() : [];
-        for (const k of tailKeys) batch.del(k, { sublevel: this.his });
-        removed += tailKeys.length;
-        m.tailCount -= tailKeys.length;
-        if (removed === 0) {
-          await batch.close();
-          return 0;
-        }
-        m.size -= removed;
-        if (m.size <= 0) {
-          batch.del(keys.meta, { sublevel: this.his });
-        } else {
-          if (m.start >= start) m.start = await this.firstAfter(keys, end, kept, m.sealedEnd);
-          if (m.end < end) m.end = await this.lastBefore(keys, start, kept, m.sealedEnd);
-          batch.put(keys.meta, encodeMeta(m), { sublevel: this.his });
-          next = m;
-        }
+        for (const span of spans) removed.push(await this.planDelete(batch, span, next));
       } catch (e) {
         await batch.close();
         throw wrapStoreError(e, 'cannot read history to delete from');
       }
+      if (next.size === 0) {
+        await batch.close();
+        return removed;
+      }
       await this.commit(batch, 'cannot delete history');
-      const kind = (next ?? this.metas.get(pointId))?.kind;
-      if (next === undefined) this.metas.delete(pointId);
-      else this.metas.set(pointId, next);
-      if (removed > 0 && kind !== undefined) for (const l of this.listeners) l(pointId, kind, null);
+      for (const [pointId, m] of next) {
+        const kind = (m ?? this.metas.get(pointId))?.kind;
+        if (m === null) this.metas.delete(pointId);
+        else this.metas.set(pointId, m);
+        if (kind !== undefined) for (const l of this.listeners) l(pointId, kind, null);
+      }
       return removed;
     });
+  }
+
+  /** Adds the deletes (and rewritten chunk parts) of one span to `batch`; `next` gets the point's new metadata when it removes any. */
+  private async planDelete(batch: Batch, { pointId, start, end }: HisSpan, next: Map<string, Meta | null>): Promise<number> {
+    const m0 = this.metas.get(pointId);
+    if (!(start < end) || m0 === undefined || m0.end < start || m0.start >= end) return 0;
+    const m = { ...m0 };
+    const keys = new PointKeys(pointId);
+    let removed = 0;
+    const lowKey = keys.chunk(-Infinity);
+    const entries = await this.his.iterator({ gte: lowKey, lte: keys.chunk(start), reverse: true, limit: 1 }).all();
+    for (const e of await this.his.iterator({ gt: keys.chunk(start), lt: keys.chunk(end) }).all()) entries.push(e);
+    // What is left of partly deleted chunks, by their old first timestamp.
+    const kept = new Map<number, { first: number; last: number }>();
+    for (const [k, v] of entries) {
+      const f = chunkFirst(v);
+      const l = chunkLast(v);
+      if (l < start || f >= end) continue;
+      if (f >= start && l < end) {
+        batch.del(k, { sublevel: this.his });
+        removed += chunkCount(v);
+        continue;
+      }
+      const cur = decodeWhole(m.kind, v);
+      const rest: Cols = { ts: [], val: [] };
+      for (let i = 0; i < cur.n; i++) {
+        const t = cur.ts[i] as number;
+        if (t < start || t >= end) {
+          rest.ts.push(t);
+          rest.val.push(cur.val[i] as HisValue);
+        }
+      }
+      removed += cur.n - rest.ts.length;
+      this.putChunks(batch, keys, m.kind, rest, f);
+      kept.set(f, { first: rest.ts[0] as number, last: rest.ts[rest.ts.length - 1] as number });
+    }
+    const tailKeys = m.tailCount > 0 ? await this.his.keys({ gte: keys.tail(Math.max(start, m.sealedEnd)), lt: keys.tail(end) }).all() : [];
+    for (const k of tailKeys) batch.del(k, { sublevel: this.his });
+    removed += tailKeys.length;
+    m.tailCount -= tailKeys.length;
+    if (removed === 0) return 0;
+    m.size -= removed;
+    if (m.size <= 0) {
+      batch.del(keys.meta, { sublevel: this.his });
+      next.set(pointId, null);
+    } else {
+      if (m.start >= start) m.start = await this.firstAfter(keys, end, kept, m.sealedEnd);
+      if (m.end < end) m.end = await this.lastBefore(keys, start, kept, m.sealedEnd);
+      batch.put(keys.meta, encodeMeta(m), { sublevel: this.his });
+      next.set(pointId, m);
+    }
+    return removed;
   }
 
   /** First timestamp >= `end` once [.., end) is gone: in a kept chunk part, a later chunk, or the tail. */

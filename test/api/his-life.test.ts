@@ -57,7 +57,17 @@ t.test('hisDelete as the WideSky client sends it: only that range goes; hisSize,
   ok(t, await wideSky('last', ['temp']), 'delete last');
   t.same(hisStats(await admin.rec('temp')), { size: '43', start: '2024-01-12T01:00:00-05:00 New_York', end: '2024-01-13T22:00:00-05:00 New_York' }, 'hisStart and hisEnd move in');
 
+  // Both points' deletes in one LevelDB write: all of it lands, or (a crash, an error) none.
+  const writes: string[][] = [];
+  const onWrite = (ops: { key?: unknown }[]): void => {
+    // A history key holds its point's id as UTF-8 (history.ts PointKeys).
+    const touched = ['temp', 'plain'].filter((id) => ops.some((o) => Buffer.from(o.key as Uint8Array).toString('latin1').includes(id)));
+    if (touched.length > 0) writes.push(touched);
+  };
+  r.app.store.db.on('write', onWrite);
   ok(t, await wideSky('2024-01-13', ['temp', 'plain']), 'a whole day of two points (id0, id1)');
+  r.app.store.db.off('write', onWrite);
+  t.same(writes, [['temp', 'plain']], 'one write to the store, holding both points');
   t.same(vals(await admin.all('temp')), [...seq(1, 10), ...seq(13, 24)]);
   t.same(vals(await admin.all('plain')), seq(0, 24));
   t.same(hisStats(await admin.rec('plain')), { size: '24', start: '2024-01-12T00:00:00-05:00 New_York', end: '2024-01-12T23:00:00-05:00 New_York' });

@@ -583,3 +583,27 @@ t.test('kill -9 mid-stream loses no acknowledged batch and half-writes none', as
     await close(x);
   }
 });
+
+t.test('deleteSpans: the spans of several points in one commit, all or none', async (t) => {
+  const x = await open(tempDir(t), 4);
+  const { his } = x;
+  for (const id of ['a', 'b', 'c']) await his.write(id, 'Number', Array.from({ length: 8 }, (_, i) => ({ ts: i, val: i })));
+  t.same(await his.deleteSpans([{ pointId: 'a', start: 0, end: 2 }, { pointId: 'b', start: 6, end: 100 }, { pointId: 'c', start: 50, end: 60 }]), [2, 2, 0], 'how many each span removed');
+  t.same([his.stats('a'), his.stats('b'), his.stats('c').size], [{ kind: 'Number', size: 6, start: 2, end: 7 }, { kind: 'Number', size: 6, start: 0, end: 5 }, 8], 'the points after');
+  await t.rejects(his.deleteSpans([{ pointId: 'a', start: 0, end: 3 }, { pointId: 'a', start: 5, end: 6 }]), { code: 'HL_BAD_REQUEST', message: /@a is named twice/ }, 'one span per point');
+  t.equal(his.stats('a').size, 6, 'nothing deleted by the refused call');
+
+  // c's first chunk corrupt: a span through it cannot be planned, and a's span (first) is not deleted either.
+  for await (const [k, v] of x.store.his.iterator()) {
+    if (k[0] === 0x43 && Buffer.from(k).toString('latin1').includes('c')) {
+      const bad = v.slice();
+      bad[0] = 99;
+      await x.store.his.put(k, bad);
+      break;
+    }
+  }
+  await t.rejects(his.deleteSpans([{ pointId: 'a', start: 2, end: 4 }, { pointId: 'c', start: 1, end: 2 }]), { code: 'HL_STORE_UNAVAILABLE' }, 'a corrupt chunk: a store error');
+  t.same(showAll(await readAll(his, 'a')), ['2=2', '3=3', '4=4', '5=5', '6=6', '7=7'], "a's samples all kept");
+  t.same(his.stats('a'), { kind: 'Number', size: 6, start: 2, end: 7 }, "a's stats as before");
+  await close(x);
+});

@@ -12,7 +12,7 @@
  * written sample as its current value when it is newer than what it had: point state
  * (model/point-state.ts) sets those, told by these ops what they wrote.
  */
-import type { HisColumnsWrite, HisKind, HisSample, HisWrite, HistoryStore } from '../../store/history.js';
+import type { HisColumnsWrite, HisKind, HisSample, HisSpan, HisWrite, HistoryStore } from '../../store/history.js';
 import { HisGrid } from '../../haystack/his-grid.js';
 import { type HisRange, parseRange } from '../../haystack/range.js';
 import { REL, type TimeZone } from '../../haystack/tz.js';
@@ -308,14 +308,18 @@ export const hisDeleteOp: Op = {
     const { points, range: text } = readRequest(req, 'HIS_WRITE');
     const range = parse(req, points, text);
     const history = historyOf(req);
+    // Every point's span in one commit: all deleted, or on an error none (a point named twice once).
+    const spans = new Map<string, HisSpan>();
     for (const p of points) {
-      if (range.kind === 'span') await history.delete(p.id, range.start, range.end);
+      if (spans.has(p.id)) continue;
+      if (range.kind === 'span') spans.set(p.id, { pointId: p.id, start: range.start, end: range.end });
       else {
         const s = range.kind === 'first' ? await history.first(p.id) : await history.last(p.id);
-        if (s !== undefined) await history.delete(p.id, s.ts, s.ts + 1);
+        if (s !== undefined) spans.set(p.id, { pointId: p.id, start: s.ts, end: s.ts + 1 });
       }
-      await req.ctx.points.refreshFromHistory(p.id);
     }
+    await history.deleteSpans([...spans.values()]);
+    for (const id of spans.keys()) await req.ctx.points.refreshFromHistory(id);
     return HGrid.empty();
   },
 };
