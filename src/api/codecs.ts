@@ -4,7 +4,7 @@
  * a format added here is accepted, answered and advertised together.
  */
 import { writeCsv } from '../haystack/csv.js';
-import { HisGrid, streamed } from '../haystack/his-grid.js';
+import { streamed } from '../haystack/his-grid.js';
 import { readJsonGrid, writeJsonBytes, writeJsonChunks, writeJsonGrid } from '../haystack/json.js';
 import { readJsonHisBytes } from '../haystack/json-his.js';
 import type { ShapeLimits } from '../haystack/limits.js';
@@ -43,7 +43,7 @@ function jsonChunks(g: HGrid): Iterable<string | Uint8Array> | undefined {
 }
 
 function zincChunks(g: HGrid): Iterable<string | Uint8Array> | undefined {
-  return g instanceof HisGrid ? writeZincChunks(g) : undefined;
+  return streamed(g) ? writeZincChunks(g) : undefined;
 }
 
 export const JSON_CODEC: Codec = {

@@ -272,22 +272,39 @@ export function writeZinc(grid: HGrid): string {
   return new ZincWriter().grid(grid, false);
 }
 
+/** Whether a value needs Zinc 3.0 syntax (the values ZincWriter.val marks v3; nested ones sit inside one of these). */
+function needsV3(v: HVal | undefined): boolean {
+  return v === NA || Array.isArray(v) || v instanceof HDict || v instanceof HXStr || v instanceof HGrid;
+}
+
 /**
- * Zinc of a history grid in pieces that concatenate to writeZinc's text, in chunks of rows
- * (Number history as UTF-8 bytes, see his-rows.ts). Only history: Zinc's version line comes first
- * but depends on the values (a list, a dict or NA makes it 3.0), which for rows of records is known
- * only once every row is written.
+ * Zinc of a grid in pieces that concatenate to writeZinc's text, in chunks of rows (Number
+ * history as UTF-8 bytes, see his-rows.ts): for the grids streamed (his-grid.ts `streamed`).
+ * Zinc's version line comes first but depends on the values (a list, a dict, NA, an XStr or a
+ * grid make it 3.0): history holds none; for rows of records the cells are looked at first,
+ * without encoding them, which costs a small part of writing them.
  */
-export function* writeZincChunks(grid: HisGrid): Generator<string | Buffer> {
+export function* writeZincChunks(grid: HGrid): Generator<string | Buffer> {
   const w = new ZincWriter();
-  const head = w.head(grid).out;
-  const top = (w.v3 ? 'ver:"3.0"' : 'ver:"2.0"') + head;
-  if (grid.values.kind === 'Number') {
-    yield* numberRows(grid, ZINC_ROWS, top, '');
+  const { out: head, names } = w.head(grid);
+  if (grid instanceof HisGrid) {
+    const top = (w.v3 ? 'ver:"3.0"' : 'ver:"2.0"') + head;
+    if (grid.values.kind === 'Number') {
+      yield* numberRows(grid, ZINC_ROWS, top, '');
+      return;
+    }
+    yield top;
+    yield* rowChunks(grid.size, hisRowZinc(grid), '');
     return;
   }
-  yield top;
-  yield* rowChunks(grid.size, hisRowZinc(grid), '');
+  let v3 = w.v3;
+  const rows = grid.rows;
+  for (let r = 0; r < rows.length && !v3; r++) {
+    const row = rows[r] as HDict;
+    for (let i = 0; i < names.length && !v3; i++) v3 = needsV3(row.get(names[i] as string));
+  }
+  yield (v3 ? 'ver:"3.0"' : 'ver:"2.0"') + head;
+  if (names.length > 0) yield* rowChunks(grid.size, w.rowText(grid, names), '');
 }
 
 /** Zinc text of one value (a cell, a GET query parameter, a CSV cell): `@id "dis"`, `72.5°F`, `N`. */

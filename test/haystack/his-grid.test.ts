@@ -2,7 +2,7 @@ import t from 'tap';
 import { CHUNK_CHARS, HisGrid, type HisValues, STREAMED_ROWS, rowChunks, streamed } from '../../src/haystack/his-grid.js';
 import { readJsonGrid, writeJsonChunks, writeJsonGrid } from '../../src/haystack/json.js';
 import { timeZone } from '../../src/haystack/tz.js';
-import { HDict, HGrid, HNumber, HRef, MARKER, equals } from '../../src/haystack/values.js';
+import { HDict, HGrid, HNumber, HRef, type HVal, HXStr, MARKER, NA, equals } from '../../src/haystack/values.js';
 import { readZinc, writeZinc, writeZincChunks } from '../../src/haystack/zinc.js';
 import { writeCsv } from '../../src/haystack/csv.js';
 
@@ -119,6 +119,23 @@ t.test('grids of many rows come in chunks of bounded size that concatenate to th
   t.same(back.rows[7]?.get('tags'), ['a', new HNumber(1)]);
   const zinc = writeZinc(g);
   t.match(zinc, /^ver:"3\.0"/, 'Zinc: version 3.0 (a list and a dict), decided after the rows');
+  const zincPieces = [...writeZincChunks(g)] as string[];
+  t.ok(zincPieces.length > 5 && zincPieces.every((p) => p.length < 2 * CHUNK_CHARS), `Zinc in pieces too (${zincPieces.length}), none much above the chunk size`);
+  t.equal(zincPieces.join(''), zinc, 'together, the Zinc of the grid written whole');
+  // The version line from the cells: 2.0 without a 3.0 value; 3.0 for one in the last row only,
+  // in grid meta, in column meta, or of each kind that needs it.
+  const plain = HGrid.fromRows(rows.slice(8, 2999));
+  t.match(writeZinc(plain), /^ver:"2\.0"/);
+  t.equal(([...writeZincChunks(plain)] as string[]).join(''), writeZinc(plain), 'Zinc 2.0 when no value needs 3.0');
+  const last = (v: HVal): HGrid => HGrid.fromRows([...rows.slice(8, 2999), HDict.of({ id: new HRef('z'), v })]);
+  for (const [what, v] of [['NA', NA], ['a list', [HNumber.of(1)]], ['a dict', HDict.of({ a: MARKER })], ['an XStr', new HXStr('Span', 'today')], ['a grid', HGrid.fromRows([HDict.of({ a: MARKER })])]] as const) {
+    const h = last(v);
+    t.match(writeZinc(h), /^ver:"3\.0"/, `${what} in the last row: 3.0`);
+    t.equal(([...writeZincChunks(h)] as string[]).join(''), writeZinc(h), `${what} in the last row: the pieces say so too`);
+  }
+  const inMeta = new HGrid(HDict.of({ tags: [HNumber.of(1)] }), plain.cols, [...plain.rows]);
+  t.equal(([...writeZincChunks(inMeta)] as string[]).join(''), writeZinc(inMeta), 'a list in grid meta');
+  t.match(writeZinc(inMeta), /^ver:"3\.0"/);
   const z = readZinc(zinc);
   t.equal(z.size, 3000, 'Zinc reads back every row');
   t.ok(z.rows.every((r, i) => equals(r, rows[i])), 'each as it was');
