@@ -66,12 +66,20 @@ export function drainRefused(req: IncomingMessage, res: ServerResponse): void {
   res.once('finish', () => {
     if (req.complete) return;
     const socket = req.socket;
+    // Each listener goes with the timer: on a kept connection a listener left on the socket per
+    // refused request piled up for the connection's life.
+    const done = (): void => {
+      clearTimeout(timer);
+      socket.off('close', done);
+      req.off('end', done);
+    };
     const timer = setTimeout(() => {
+      done();
       if (!req.complete) socket.destroy();
     }, DRAIN_MS);
     timer.unref();
-    socket.once('close', () => clearTimeout(timer));
-    req.once('end', () => clearTimeout(timer));
+    socket.once('close', done);
+    req.once('end', done);
   });
 }
 

@@ -124,3 +124,31 @@ t.test('small POST bodies taken whole as they are parsed', async (t) => {
     t.match(a, /Main office/, 'the answer is the record as it is now');
   });
 });
+
+t.test('refused requests whose bodies come after the answer leave nothing on a kept connection', async (t) => {
+  const r = await startApp(t);
+  const warnings: string[] = [];
+  const onWarning = (w: Error): void => {
+    warnings.push(`${w.name}: ${w.message}`);
+  };
+  process.on('warning', onWarning);
+  t.teardown(() => process.off('warning', onWarning));
+  const s = net.connect(r.app.port, '127.0.0.1');
+  s.on('error', () => {});
+  t.teardown(() => s.destroy());
+  let got = '';
+  s.on('data', (c: Buffer) => (got += c.toString('latin1')));
+  const body = '{"rows":[]}';
+  // 30 times, one connection: the headers (a token that is not one), the 401, then the body.
+  for (let i = 1; i <= 30; i++) {
+    s.write(`POST /api/read HTTP/1.1\r\nhost: x\r\nauthorization: Bearer not-a-token-${i}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`);
+    while (splitAnswers(got).length < i) await sleep(5);
+    s.write(body);
+  }
+  const answers = splitAnswers(got);
+  t.same(answers.map(statusOf), Array.from({ length: 30 }, () => 401), 'every one answered 401 on the same connection');
+  await sleep(50);
+  t.same(warnings.filter((w) => w.startsWith('MaxListenersExceededWarning')), [], 'no listener piles up on the connection');
+  const after = await request(r.base, '/api/about', { headers: r.auth });
+  t.equal(after.status, 200, 'the server still serves');
+});
