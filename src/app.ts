@@ -241,6 +241,7 @@ export class App {
         await Promise.all(withHistory.slice(i, i + 64).map((id) => points.refreshFromHistory(id)));
       }
       if (auth.needsBootstrap()) app.bootstrap = await auth.bootstrap(opts.firstRun ?? {});
+      else await auth.grantNewPermissions();
       return app;
     } catch (e) {
       await store.close();

@@ -25,7 +25,7 @@ import type { Model } from '../model/model.js';
 import type { Store } from '../store/db.js';
 import { Lockout } from './lockout.js';
 import { dummyHash, hashPassword, randomSecret, verifyPassword } from './passwords.js';
-import { Grants, PERMISSIONS, policiesOf } from './permissions.js';
+import { Grants, LATER_PERMISSIONS, PERMISSIONS, type Permission, policiesOf } from './permissions.js';
 
 export const ACCESS_TTL_MS = 7 * 24 * 3600_000;
 export const REFRESH_TTL_MS = 30 * 24 * 3600_000;
@@ -291,6 +291,29 @@ export class AuthService {
       batch.del(`sess:${s.sid}`);
     }
     await batch.write();
+  }
+
+  /**
+   * A data folder made before a permission existed: its first administrator's policy
+   * (`admin-all`, made by bootstrap) that still holds every permission there was then gets the
+   * new ones, so administrators can do everything as before. A policy narrowed on purpose (one of
+   * the old permissions taken out) is left as it is, and so is every other policy. Returns what
+   * it added.
+   */
+  async grantNewPermissions(): Promise<Permission[]> {
+    const added: Permission[] = [];
+    for (const policy of this.model.query('actionPolicy and name == "admin-all"')) {
+      const list = policy.get('permissions');
+      if (!Array.isArray(list)) continue;
+      const held = list as readonly HVal[];
+      const has = new Set(held.filter((p): p is string => typeof p === 'string'));
+      const missing = LATER_PERMISSIONS.filter(({ perm, before }) => !has.has(perm) && before.every((p) => has.has(p))).map(({ perm }) => perm);
+      if (missing.length === 0) continue;
+      await this.model.update([HDict.of({ id: policy.get('id') as HRef, permissions: Object.freeze([...held, ...missing]) })]);
+      this.log.info({ policy: (policy.get('id') as HRef).id, added: missing }, 'the administrators\' policy was given the permissions added since it was made');
+      added.push(...missing);
+    }
+    return added;
   }
 
   /** True when no user exists yet (first start). */

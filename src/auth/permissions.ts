@@ -26,6 +26,15 @@ export const PERMISSIONS = [
 ] as const;
 export type Permission = (typeof PERMISSIONS)[number];
 
+/**
+ * Permissions added after the first release, each with every permission there was before it: the
+ * built-in administrators' policy that holds all of those gets it at start
+ * (AuthService.grantNewPermissions). Add a row here with every new permission.
+ */
+export const LATER_PERMISSIONS: readonly { readonly perm: Permission; readonly before: readonly Permission[] }[] = [
+  { perm: 'POINT_WRITE', before: ['MODEL_READ', 'MODEL_CREATE', 'MODEL_UPDATE', 'MODEL_DELETE', 'HIS_READ', 'HIS_WRITE', 'WATCH', 'IMPERSONATE', 'USER_ADMIN'] },
+];
+
 export function isPermission(s: string): s is Permission {
   return (PERMISSIONS as readonly string[]).includes(s);
 }
