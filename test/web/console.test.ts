@@ -158,9 +158,11 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   const pushedBefore = pushed;
   const first = await supply.locator('[data-val]').innerText();
   t.match(first, /°C$/, `supply temperature shown with its unit: ${first}`);
-  // Poll the page (not a timing assertion): the demo device moves its values every read.
+  // Poll the page (not a timing assertion): the demo device moves its values every read. Wait for
+  // a frame after `first` too: one that came just before it may be drawn just after it (the page
+  // draws pushed rows in batches), which is a change without a frame counted since.
   let later = first;
-  for (let i = 0; i < 40 && later === first; i++) {
+  for (let i = 0; i < 40 && (later === first || pushed === pushedBefore); i++) {
     await page.waitForTimeout(500);
     later = await supply.locator('[data-val]').innerText();
   }
