@@ -256,13 +256,14 @@ export class App {
       app.watches.start();
       await app.startPoller(opts.clock ?? systemClock);
       if (app.metrics !== null && app.poller !== null) pollerMetrics(app.metrics, app.poller, app.model);
-      await app.listen(opts.config);
+      // The uplink before the server: it marks late samples from the first hisWrite on.
       const up = opts.config.uplink;
       if (up !== null && up.enabled) {
         app.uplink = new Uplink({ config: up, model: app.model, points: app.points, history: app.history, store: app.store, clock: opts.clock ?? systemClock, log: app.log, defaultTz: timeZone(opts.config.tz) });
         await app.uplink.start();
         if (app.metrics !== null) uplinkMetrics(app.metrics, app.uplink);
       }
+      await app.listen(opts.config);
       const mq = opts.config.mqtt;
       if (mq !== null && mq.enabled) {
         // Loaded only when configured: MQTT.js and protobufjs cost every CLI command their load time.

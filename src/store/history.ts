@@ -105,6 +105,18 @@ export const DEFAULT_CHUNK_SIZE = 1024;
  */
 export type HisListener = (pointId: string, kind: HisKind, written: { readonly ts: readonly number[]; readonly val: readonly HisValue[] } | null) => void;
 
+/**
+ * Called inside a write for each point written, before the write's batch is committed, with the
+ * point's oldest and newest sample in it: lets another owner of the data folder put its own keys
+ * into the same atomic batch (an uplink's mark of samples older than what it already sent, see
+ * SyncState).
+ * Must not throw, and must be quick: it runs under the written points' locks.
+ */
+export type HisPlanHook = (pointId: string, first: number, last: number, batch: HisBatch) => void;
+
+/** A LevelDB batch of the store's database (puts name their sublevel). */
+export type HisBatch = ReturnType<Store['db']['batch']>;
+
 /** The columns as one object per sample (convenience for callers and tests; slower). */
 export function toSamples(cols: HisColumns): HisSample[] {
   const out = new Array<HisSample>(cols.ts.length);
@@ -390,6 +402,7 @@ export class HistoryStore {
   /** Samples committed since start, for metrics (a sample rewritten counts again). */
   samplesWritten = 0;
   private readonly listeners: HisListener[] = [];
+  private readonly planHooks: HisPlanHook[] = [];
 
   constructor(store: Store, options: HistoryOptions = {}) {
     this.store = store;
@@ -406,6 +419,23 @@ export class HistoryStore {
       const i = this.listeners.indexOf(listener);
       if (i >= 0) this.listeners.splice(i, 1);
     };
+  }
+
+  /** Calls `hook` inside every write, before it is committed (see HisPlanHook); returns the function that removes it. */
+  onPlan(hook: HisPlanHook): () => void {
+    this.planHooks.push(hook);
+    return () => {
+      const i = this.planHooks.indexOf(hook);
+      if (i >= 0) this.planHooks.splice(i, 1);
+    };
+  }
+
+  /**
+   * Runs `f` while no write or delete of these points runs (it holds their locks): for a change
+   * elsewhere in the data folder that must not interleave with their writes' plan hooks.
+   */
+  async exclusive<T>(pointIds: readonly string[], f: () => Promise<T>): Promise<T> {
+    return this.lock.run([...new Set(pointIds)], f);
   }
 
   /** Loads every point's metadata (one short scan of the 'M' keys). */
@@ -511,6 +541,7 @@ export class HistoryStore {
         const next = new Map<string, Meta>();
         try {
           for (const p of prepared) next.set(p.id, await this.planWrite(batch, p.id, p.kind, p.cols));
+          for (const h of this.planHooks) for (const p of prepared) h(p.id, p.cols.ts[0] as number, p.cols.ts[p.cols.ts.length - 1] as number, batch);
         } catch (e) {
           await batch.close();
           throw wrapStoreError(e, 'cannot read history to merge into');
@@ -948,7 +979,7 @@ export class HistoryStore {
   }
 }
 
-type Batch = ReturnType<Store['db']['batch']>;
+type Batch = HisBatch;
 
 function checkRange(start: number, end: number): void {
   if (typeof start !== 'number' || typeof end !== 'number' || Number.isNaN(start) || Number.isNaN(end)) {

@@ -1,7 +1,8 @@
 /**
- * The backlog of each connector (the REST uplink, the MQTT edge node), counted exactly from the store (for `hayloft sync status`, run
- * on the data folder while the server is stopped): per point, the samples newer than its cursor,
- * read in bounded runs so a large backlog does not have to fit in memory.
+ * The backlog of each connector (the REST uplink, the MQTT edge node), counted exactly from the
+ * store (for `hayloft sync status`, run on the data folder while the server is stopped): per
+ * point, the samples newer than its cursor and the late ones before it (see SyncState), read in
+ * bounded runs so a large backlog does not have to fit in memory.
  */
 import type { UplinkSettings } from './settings.js';
 import type { HRef } from '../haystack/values.js';
@@ -56,16 +57,20 @@ const RUN = 100_000;
 async function pointBacklog(history: HistoryStore, model: Model, state: SyncState, id: string, kind: 'rest' | 'mqtt' | null): Promise<PointBacklog> {
   const cursor = state.cursor(id);
   if (kind === 'mqtt' && cursor === -Infinity) return { id, fqname: model.fqname(id), samples: 0, oldest: null, cursor: null };
-  let after = cursor;
   let samples = 0;
   let oldest: number | null = null;
-  for (;;) {
-    const run = await readAfter(history, id, after, RUN);
-    if (run === null || run.ts.length === 0) break;
-    oldest ??= run.ts[0] as number;
-    samples += run.ts.length;
-    after = run.ts[run.ts.length - 1] as number;
-  }
+  const count = async (after: number, through: number): Promise<void> => {
+    for (;;) {
+      const run = await readAfter(history, id, after, RUN, through);
+      if (run === null || run.ts.length === 0) return;
+      oldest = Math.min(oldest ?? Infinity, run.ts[0] as number);
+      samples += run.ts.length;
+      after = run.ts[run.ts.length - 1] as number;
+    }
+  };
+  // Late samples (written at or before the cursor, not yet sent again), then those after it.
+  for (const [from, to] of state.lateSpans(id)) await count(from - 1, Math.min(to, cursor));
+  await count(cursor, Infinity);
   return { id, fqname: model.fqname(id), samples, oldest, cursor: cursor === -Infinity ? null : cursor };
 }
 

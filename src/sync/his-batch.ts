@@ -53,22 +53,23 @@ function concat(kind: HisKind, runs: readonly Run[], total: number): Run {
 }
 
 /**
- * Up to `max` samples of a point with ts > after, oldest first; null when there are none. Reads
- * spans of time sized from the point's average density and widened over gaps, so memory follows
- * `max`, not the backlog. Returns the kind the store holds (the caller checks it against the
- * point's).
+ * Up to `max` samples of a point with after < ts <= through, oldest first; null when there are
+ * none. Reads spans of time sized from the point's average density and widened over gaps, so
+ * memory follows `max`, not the backlog. Returns the kind the store holds (the caller checks it
+ * against the point's).
  */
-export async function readAfter(history: HistoryStore, pointId: string, after: number, max: number): Promise<Run | null> {
+export async function readAfter(history: HistoryStore, pointId: string, after: number, max: number, through = Infinity): Promise<Run | null> {
   const st = history.stats(pointId);
   if (st.kind === undefined || st.start === undefined || st.end === undefined || st.end <= after) return null;
   const kind = st.kind;
+  const end = Math.min(st.end, Math.floor(through));
   let from = Math.max(Math.floor(after) + 1, st.start);
   const perSample = st.size > 1 ? (st.end - st.start + 1) / st.size : 1;
   let span = Math.max(1, Math.ceil(perSample * max));
   const runs: Run[] = [];
   let total = 0;
-  while (total < max && from <= st.end) {
-    const to = Math.min(from + span, st.end + 1);
+  while (total < max && from <= end) {
+    const to = Math.min(from + span, end + 1);
     const c = await history.read(pointId, from, to);
     if (c.kind === null) break; // deleted meanwhile
     if (c.kind !== kind) return { kind: c.kind, ts: new Float64Array(0), val: [] as string[] };

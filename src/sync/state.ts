@@ -5,6 +5,11 @@
  *   <name>:m:<localId>   mapping: the upstream id of a local entity and the tags last sent for it
  *   <name>:t             the newest refresh token (the upstream rotates it on every refresh)
  *   <name>:s             last acknowledged batch time and last error, for `hayloft sync status`
+ *   <name>:l:<pointId>   late: the spans of time (JSON [[from, to], ...], epoch ms) of samples
+ *                        written at or before what was already sent (a backfill, a correction
+ *                        of an old value), to be sent again. They are put in the very batch that
+ *                        writes those samples (HistoryStore.onPlan), so no crash keeps the samples
+ *                        and loses their mark.
  *
  * Cursors and mappings are written without fsync: losing the newest of them in a power cut only
  * makes the uplink send a batch again (hisWrite is idempotent per timestamp) or look an entity up
@@ -13,6 +18,8 @@
  */
 import { createHash } from 'node:crypto';
 import type { Store } from '../store/db.js';
+import type { HisBatch } from '../store/history.js';
+import { type Span, addSpan, parseSpans, subtractSpan } from './spans.js';
 
 export interface Mapping {
   /** The entity's id upstream. */
@@ -41,6 +48,13 @@ export class SyncState {
   private readonly maps = new Map<string, Mapping>();
   /** Cursors moved by advance() and not yet stored. */
   private readonly unsaved = new Map<string, number>();
+  /**
+   * Late spans, by point (as stored); `fresh`, the spans marked since the point's first span was
+   * read to be sent (null when it is not being sent), which ack() keeps pending.
+   */
+  private readonly lates = new Map<string, { spans: Span[]; fresh: Span[] | null }>();
+  /** Per point being sent: samples up to here may be in the batch in flight (Infinity while it is read). */
+  private readonly claims = new Map<string, number>();
   info: ConnectorInfo = { lastAck: null, lastError: null };
 
   constructor(store: Store, name: string) {
@@ -56,12 +70,16 @@ export class SyncState {
   async load(): Promise<void> {
     this.cursors.clear();
     this.maps.clear();
+    this.lates.clear();
     const prefix = `${this.name}:`;
     for await (const [k, v] of this.store.sync.iterator({ gte: prefix, lt: `${this.name};` })) {
       const rest = k.slice(prefix.length);
       if (rest.startsWith('c:')) {
         const ts = Number(v);
         if (Number.isFinite(ts)) this.cursors.set(rest.slice(2), ts);
+      } else if (rest.startsWith('l:')) {
+        const spans = parseSpans(v);
+        if (spans !== undefined) this.lates.set(rest.slice(2), { spans, fresh: null });
       } else if (rest.startsWith('m:')) {
         try {
           const m = JSON.parse(v) as Mapping;
@@ -88,6 +106,53 @@ export class SyncState {
     return [...this.cursors.keys()];
   }
 
+  /** A point's oldest span of late samples (see the `l` key), or undefined when it has none. */
+  late(pointId: string): Span | undefined {
+    return this.lates.get(pointId)?.spans[0];
+  }
+
+  /** A point's spans of late samples, oldest first (for the backlog and tests). */
+  lateSpans(pointId: string): readonly Span[] {
+    return this.lates.get(pointId)?.spans ?? [];
+  }
+
+  /**
+   * The history store's plan hook (HistoryStore.onPlan): a write whose oldest sample is at or
+   * before what was sent, or what may be in the batch in flight, marks its span up to there as
+   * late, in the write's own batch.
+   */
+  markLate(pointId: string, first: number, last: number, batch: HisBatch): void {
+    const claim = this.claims.get(pointId) ?? -Infinity;
+    const sent = Math.max(this.cursor(pointId), claim);
+    if (!(first <= sent)) return;
+    const span: Span = [first, Math.min(last, sent)];
+    let l = this.lates.get(pointId);
+    if (l === undefined) this.lates.set(pointId, (l = { spans: [span], fresh: null }));
+    else l.spans = addSpan(l.spans, span);
+    if (l.fresh !== null) l.fresh.push(span);
+    batch.put(this.key('l', pointId), JSON.stringify(l.spans), { sublevel: this.store.sync });
+  }
+
+  /**
+   * Before a point's samples after its cursor are read to be sent: from now until releaseClaims(),
+   * a write of samples up to `upTo` marks it late (they may be in the batch, or may have missed its
+   * read). Call it under the point's history lock (HistoryStore.exclusive), so no write is between
+   * its hook and its commit.
+   */
+  claim(pointId: string, upTo: number): void {
+    this.claims.set(pointId, upTo);
+  }
+
+  releaseClaims(): void {
+    this.claims.clear();
+  }
+
+  /** Before a point's first late span is read to be sent (under its history lock, like claim()). */
+  beginLate(pointId: string): void {
+    const l = this.lates.get(pointId);
+    if (l !== undefined) l.fresh = [];
+  }
+
   mapping(localId: string): Mapping | undefined {
     return this.maps.get(localId);
   }
@@ -96,10 +161,31 @@ export class SyncState {
     return [...this.maps.keys()];
   }
 
-  /** Moves cursors after an acknowledged batch, and records when (one LevelDB batch). */
-  async ack(cursors: readonly (readonly [string, number])[], now: number): Promise<void> {
+  /**
+   * Moves cursors after an acknowledged batch, and records when (one LevelDB batch). `late` gives
+   * the late spans sent (a point, and the instants from..to the upstream now has as they were
+   * read): they leave the point's spans, except what was marked again since it was read. With
+   * `late`, call it under those points' history locks (HistoryStore.exclusive), so that no write's
+   * mark comes between.
+   */
+  async ack(cursors: readonly (readonly [string, number])[], now: number, late: readonly (readonly [string, number, number])[] = []): Promise<void> {
     const batch = this.store.db.batch();
     for (const [id, ts] of cursors) batch.put(this.key('c', id), String(ts), { sublevel: this.store.sync });
+    for (const [id, from, to] of late) {
+      const l = this.lates.get(id);
+      if (l === undefined) continue;
+      // Memory moves before the write lands: a failed write only means sending again after a restart.
+      let spans = subtractSpan(l.spans, from, to);
+      for (const f of l.fresh ?? []) spans = addSpan(spans, f);
+      l.fresh = null;
+      if (spans.length === 0) {
+        this.lates.delete(id);
+        batch.del(this.key('l', id), { sublevel: this.store.sync });
+      } else {
+        l.spans = spans;
+        batch.put(this.key('l', id), JSON.stringify(spans), { sublevel: this.store.sync });
+      }
+    }
     const info = { lastAck: now, lastError: null };
     batch.put(this.key('s'), JSON.stringify(info), { sublevel: this.store.sync });
     await batch.write();
@@ -141,11 +227,13 @@ export class SyncState {
     const batch = this.store.db.batch();
     for (const id of ids) {
       if (what.cursor) batch.del(this.key('c', id), { sublevel: this.store.sync });
+      if (what.cursor) batch.del(this.key('l', id), { sublevel: this.store.sync });
       if (what.mapping) batch.del(this.key('m', id), { sublevel: this.store.sync });
     }
     await batch.write();
     for (const id of ids) {
       if (what.cursor) this.cursors.delete(id);
+      if (what.cursor) this.lates.delete(id);
       if (what.mapping) this.maps.delete(id);
     }
   }

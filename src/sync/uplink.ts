@@ -11,6 +11,12 @@
  * so nothing is doubled upstream. A crash anywhere loses at most the cursor moves not yet written,
  * which again only means sending a batch again.
  *
+ * Late samples: a write at or before a point's cursor (a backfill, a correction) marks its span
+ * in the write's own LevelDB batch (SyncState.markLate, through HistoryStore.onPlan); those spans
+ * are sent first, in the same batches, and leave the mark once acknowledged. While a point's
+ * samples are read and in flight, it is claimed (SyncState.claim), so a write the read may miss
+ * is marked too.
+ *
  * Failures: an unreachable upstream, a 5xx or refused credentials stop the pass; it is retried
  * after an exponential backoff with jitter (retryMinMs doubling to retryMaxMs, each delay drawn
  * between half and all of it, so a fleet of devices does not come back in step). A request the
@@ -37,6 +43,7 @@ import type { HisKind, HistoryStore } from '../store/history.js';
 import { UpstreamClient, UpstreamError } from './client.js';
 import { type BatchPart, type Run, encodeHisWrite, readAfter } from './his-batch.js';
 import { Mapper } from './mapping.js';
+import type { Span } from './spans.js';
 import { SyncState } from './state.js';
 
 export type SyncStatus = 'ok' | 'pending' | 'down' | 'fault';
@@ -96,6 +103,19 @@ interface SyncPoint {
   tz: TimeZone;
 }
 
+/** A point's span of time: its id, from, to (epoch ms, both included). */
+type Span3 = readonly [string, number, number];
+
+/** One point's part of a batch: samples after its cursor, or a late range up to it. */
+interface Part {
+  p: SyncPoint;
+  part: BatchPart;
+  /** The part's newest sample. */
+  last: number;
+  /** For a late span: where it started when it was read (from there to `last` is sent). */
+  late: number | null;
+}
+
 interface PointStatus {
   status: SyncStatus;
   err: string | null;
@@ -122,6 +142,7 @@ export class Uplink {
   private stopping = false;
   private started = false;
   private unlisten: (() => void) | undefined;
+  private unplan: (() => void) | undefined;
   private phase: UplinkStats['state'] = 'starting';
   private failures = 0;
   private retryAt: number | null = null;
@@ -152,6 +173,9 @@ export class Uplink {
     if (this.started) return;
     this.started = true;
     await this.state.load();
+    // Samples written at or before what was sent (a backfill, a correction) are marked in the
+    // write's own batch, and sent again (see SyncState.markLate).
+    this.unplan = this.o.history.onPlan((id, first, last, batch) => this.state.markLate(id, first, last, batch));
     this.unlisten = this.o.model.onChange((c) => {
       this.modelDirty = true;
       for (const r of c.deleted) this.deleted.add((r.get('id') as HRef).id);
@@ -168,6 +192,7 @@ export class Uplink {
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
     this.unlisten?.();
+    this.unplan?.();
     this.client.close();
     await this.running;
   }
@@ -305,7 +330,8 @@ export class Uplink {
     if (this.status.get(id)?.status === 'fault') return;
     const end = this.o.history.stats(id).end;
     const mapped = this.state.mapping(id) !== undefined;
-    this.setStatus(id, mapped && (end === undefined || end <= this.state.cursor(id)) ? 'ok' : 'pending', null);
+    const caughtUp = (end === undefined || end <= this.state.cursor(id)) && this.state.late(id) === undefined;
+    this.setStatus(id, mapped && caughtUp ? 'ok' : 'pending', null);
   }
 
   private eligible(p: SyncPoint): boolean {
@@ -316,43 +342,89 @@ export class Uplink {
   /** Builds and sends one batch; false when nothing is pending. */
   private async sendBatch(): Promise<boolean> {
     const { history } = this.o;
-    // Oldest pending first: by the first sample not yet acknowledged (at least cursor + 1).
-    const pending: { p: SyncPoint; from: number }[] = [];
+    // Oldest pending first: by the first sample not yet acknowledged (at least cursor + 1), or
+    // where a point's late samples start (written at or before its cursor: sent again up to it).
+    const pending: { p: SyncPoint; from: number; late: Span | undefined }[] = [];
     for (const p of this.points.values()) {
       if (!this.eligible(p)) continue;
+      const late = this.state.late(p.id);
+      if (late !== undefined) {
+        pending.push({ p, from: late[0], late });
+        continue;
+      }
       const st = history.stats(p.id);
       const cursor = this.state.cursor(p.id);
       if (st.end === undefined || st.start === undefined || st.end <= cursor) continue;
-      pending.push({ p, from: Math.max(cursor + 1, st.start) });
+      pending.push({ p, from: Math.max(cursor + 1, st.start), late: undefined });
     }
     if (pending.length === 0) return false;
     pending.sort((a, b) => a.from - b.from || (a.p.id < b.p.id ? -1 : 1));
     // One zone per batch: rows carry one timestamp for all points, written in the points' zone,
     // as strict servers want hisWrite timestamps in the zone of the point.
     const tz = (pending[0] as { p: SyncPoint }).p.tz;
-    const parts: { p: SyncPoint; part: BatchPart; last: number }[] = [];
+    const parts: Part[] = [];
+    const settled: Span3[] = [];
     let budget = this.batchSamples;
-    for (const { p } of pending) {
-      if (budget <= 0 || parts.length >= this.cfg.batchPoints) break;
-      if (p.tz !== tz) continue;
-      const run: Run | null = await readAfter(history, p.id, this.state.cursor(p.id), budget);
-      if (run === null) continue;
-      if (run.kind !== p.kind) {
-        this.setStatus(p.id, 'fault', `the point is of kind ${p.kind} but its history holds ${run.kind} samples`);
-        continue;
+    try {
+      for (const { p, from, late } of pending) {
+        if (budget <= 0 || parts.length >= this.cfg.batchPoints) break;
+        if (p.tz !== tz) continue;
+        const cursor = this.state.cursor(p.id);
+        // Under the point's lock: no write of it is between its plan hook and its commit, so every
+        // write the read below may miss marks the point late.
+        await history.exclusive([p.id], () => {
+          if (late !== undefined) this.state.beginLate(p.id);
+          else this.state.claim(p.id, Infinity);
+          return Promise.resolve();
+        });
+        const run: Run | null = late !== undefined ? await readAfter(history, p.id, from - 1, budget, Math.min(late[1], cursor)) : await readAfter(history, p.id, cursor, budget);
+        if (run === null) {
+          // A late span whose samples are gone (deleted meanwhile): nothing to send again.
+          if (late !== undefined) settled.push([p.id, late[0], late[1]]);
+          continue;
+        }
+        if (run.kind !== p.kind) {
+          this.setStatus(p.id, 'fault', `the point is of kind ${p.kind} but its history holds ${run.kind} samples`);
+          continue;
+        }
+        const last = run.ts[run.ts.length - 1] as number;
+        if (late === undefined) this.state.claim(p.id, last);
+        const up = this.state.mapping(p.id)?.up as string;
+        parts.push({ p, part: { up, unit: p.unit, run }, last, late: late === undefined ? null : from });
+        budget -= run.ts.length;
       }
-      const up = this.state.mapping(p.id)?.up as string;
-      parts.push({ p, part: { up, unit: p.unit, run }, last: run.ts[run.ts.length - 1] as number });
-      budget -= run.ts.length;
+      if (settled.length > 0) await this.acknowledge([], settled);
+      // Nothing readable after all (history deleted meanwhile): look again at the next scan.
+      if (parts.length === 0) return settled.length > 0;
+      await this.send(parts, tz);
+      return true;
+    } finally {
+      this.state.releaseClaims();
     }
-    // Nothing readable after all (history deleted meanwhile): look again at the next scan.
-    if (parts.length === 0) return false;
-    await this.send(parts, tz);
-    return true;
+  }
+
+  /**
+   * Records what the upstream acknowledged: cursors of the parts after their cursor, and late
+   * ranges sent (under those points' history locks, see SyncState.ack).
+   */
+  private async acknowledge(parts: readonly Part[], settled: readonly Span3[] = []): Promise<void> {
+    const cursors: [string, number][] = [];
+    const late: Span3[] = [...settled];
+    for (const x of parts) {
+      if (x.late !== null) late.push([x.p.id, x.late, x.last]);
+      else cursors.push([x.p.id, x.last]);
+    }
+    const now = this.o.clock.now();
+    if (late.length === 0) await this.state.ack(cursors, now);
+    else
+      await this.o.history.exclusive(
+        late.map(([id]) => id),
+        () => this.state.ack(cursors, now, late),
+      );
   }
 
   /** Sends parts as one hisWrite; on a refusal narrows it down to the points refused. */
-  private async send(parts: readonly { p: SyncPoint; part: BatchPart; last: number }[], tz: TimeZone): Promise<void> {
+  private async send(parts: readonly Part[], tz: TimeZone): Promise<void> {
     const body = encodeHisWrite(
       parts.map((x) => x.part),
       tz,
@@ -372,7 +444,7 @@ export class Uplink {
         for (const x of parts) await this.send([x], tz);
         return;
       }
-      const x = parts[0] as { p: SyncPoint };
+      const x = parts[0] as Part;
       if (e.upstreamCode === ErrorCodes.NOT_FOUND) {
         // The point is gone upstream: find or create it again.
         await this.state.forget([x.p.id], { cursor: false, mapping: true });
@@ -384,10 +456,7 @@ export class Uplink {
       this.setStatus(x.p.id, 'fault', e.message);
       return;
     }
-    await this.state.ack(
-      parts.map((x) => [x.p.id, x.last] as const),
-      this.o.clock.now(),
-    );
+    await this.acknowledge(parts);
     this.counters.sentBatches++;
     for (const x of parts) {
       this.counters.sentSamples += x.part.run.ts.length;
@@ -408,9 +477,15 @@ export class Uplink {
       if (status === 'fault') faulted++;
       const st = this.o.history.stats(id);
       const cursor = this.state.cursor(id);
-      if (st.end === undefined || st.start === undefined || st.end <= cursor) continue;
+      const late = this.state.lateSpans(id);
+      if (st.end === undefined || st.start === undefined || (st.end <= cursor && late.length === 0)) continue;
       backlogPoints++;
-      backlogSamples += cursor < st.start ? st.size : Math.max(1, Math.round((st.size * (st.end - cursor)) / Math.max(1, st.end - st.start)));
+      // Estimated from the point's average density: the late spans, and what is after the cursor.
+      const density = st.size / Math.max(1, st.end - st.start + 1);
+      let n = 0;
+      for (const [f, to] of late) n += Math.max(1, Math.round(density * (Math.min(to, st.end) - Math.max(f, st.start) + 1)));
+      if (st.end > cursor) n += cursor < st.start ? st.size : Math.max(1, Math.round((st.size * (st.end - cursor)) / Math.max(1, st.end - st.start)));
+      backlogSamples += Math.min(n, st.size);
     }
     return {
       name: this.cfg.name,

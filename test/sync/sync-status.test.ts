@@ -1,6 +1,6 @@
 /**
  * Issue 9, part 4: `hayloft sync status` prints the backlog per connector from the data folder
- * (exact counts; per point with --points; JSON with --json), says what to look at instead while
+ * (exact counts, late samples included; per point with --points; JSON with --json), says what to look at instead while
  * the server holds the folder, and `check-config` never prints the uplink's secrets.
  */
 import { spawn } from 'node:child_process';
@@ -47,6 +47,8 @@ t.test('sync status: the backlog per connector', async (t) => {
   await cloud.stop();
   await write(t, edge, 'temp', 100, 150);
   await write(t, edge, 'fan', 100, 130);
+  // Late: ten samples of mode written again, long before its cursor (they are sent again).
+  await write(t, edge, 'mode', 20, 30);
   await until('down', async () => (await readRec(edge, 'temp'))?.syncStatus === '"down"');
 
   const locked = await run(['sync', 'status'], env);
@@ -57,19 +59,20 @@ t.test('sync status: the backlog per connector', async (t) => {
   const r = await run(['sync', 'status'], env);
   t.equal(r.status, 0, r.stderr);
   t.match(r.stdout, new RegExp(`^connector upstream -> ${cloud.base.replace(/\./g, '\\.')}\n`));
-  t.match(r.stdout, /points: +4 selected, 4 found upstream, 2 behind/);
-  t.match(r.stdout, /backlog: +80 samples; oldest not yet acknowledged 2024-01-01T01:40:00Z/);
+  t.match(r.stdout, /points: +4 selected, 4 found upstream, 3 behind/);
+  t.match(r.stdout, /backlog: +90 samples; oldest not yet acknowledged 2024-01-01T00:20:00Z/);
   t.match(r.stdout, /last acknowledged batch: 20\d\d-/);
   t.match(r.stdout, /last error: .*(no answer|ECONNREFUSED)/);
 
   const p = await run(['sync', 'status', '--points'], env);
   t.match(p.stdout, /hq\.ahu\.temp\t50 samples from 2024-01-01T01:40:00Z; acknowledged up to 2024-01-01T01:39:00Z/);
   t.match(p.stdout, /hq\.ahu\.fan\t30 samples/);
-  t.notMatch(p.stdout, /hq\.ahu\.mode/, 'points caught up are not listed');
+  t.match(p.stdout, /hq\.ahu\.mode\t10 samples from 2024-01-01T00:20:00Z; acknowledged up to 2024-01-01T01:39:00Z/, 'late samples counted');
+  t.notMatch(p.stdout, /syd\.power/, 'points caught up are not listed');
 
   const j = await run(['sync', 'status', '--json'], env);
   const report = JSON.parse(j.stdout) as { name: string; samples: number; behind: number; perPoint: unknown[] }[];
-  t.match(report, [{ name: 'upstream', samples: 80, behind: 2 }]);
+  t.match(report, [{ name: 'upstream', samples: 90, behind: 3 }]);
 
   const c = await run(['check-config'], env);
   t.equal(c.status, 0, c.stderr);

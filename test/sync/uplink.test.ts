@@ -147,3 +147,41 @@ t.test('a point the cloud refuses is a fault; the others carry on; a point delet
   await until('fan is back upstream with all its history', () => same(edge, cloud, ['fan']));
   t.equal((await history(cloud, 'hq.ahu.fan')).size, 25);
 });
+
+t.test('samples written before what was sent (a backfill, a correction) reach the cloud, even across an edge restart while the cloud is away', async (t) => {
+  const port = await freePort();
+  const cloudDir = tempDir(t);
+  let cloud = await startApp(t, { dir: cloudDir, env: { HAYLOFT_PORT: String(port) } });
+  const edge = await startApp(t, { env: { HAYLOFT_CONFIG: configFile(t, uplinkSection(cloud.base, { batchSamples: 100 })) } });
+  const uplink = (): NonNullable<Running['app']['uplink']> => {
+    if (edge.app.uplink === null) throw new Error('no uplink');
+    return edge.app.uplink;
+  };
+  await seedEdge(t, edge);
+  await write(t, edge, Object.keys(POINTS), 100, 200);
+  await until('first samples upstream', () => same(edge, cloud));
+  await until('caught up', () => uplink().stats().backlogPoints === 0);
+  const sent = uplink().stats().sentSamples;
+
+  // The hour before, filled in later (a logger's memory read out), and one old value corrected.
+  await write(t, edge, Object.keys(POINTS), 40, 100);
+  const fix = await postGrid(edge.base, 'hisWrite', singleWrite('temp', [[new HDateTime(T0 + 150 * MIN, UTC), HNumber.of(99, '°F')]]), { headers: edge.auth });
+  t.equal(fix.status, 200);
+  await until('the backfill and the correction are upstream', () => same(edge, cloud));
+  t.equal((await history(cloud, 'hq.ahu.temp')).get(T0 + 150 * MIN), '99°F', 'the corrected value upstream');
+  await until('caught up again', () => uplink().stats().backlogPoints === 0);
+  t.equal(uplink().stats().sentSamples - sent, 4 * 60 + 1, 'only the late samples were sent: 60 per point and the correction');
+  t.match(await readRec(edge, 'temp'), { syncStatus: '"ok"' }, 'status ok once they are');
+
+  // Written while the cloud is away; the edge restarts before it comes back.
+  await cloud.stop();
+  await write(t, edge, ['power', 'mode'], 0, 40);
+  await until('the edge sees the cloud is away', () => uplink().stats().failures >= 1);
+  t.match(uplink().stats(), { backlogPoints: 2 }, 'the late samples are a backlog');
+  t.match(await readRec(edge, 'power'), { syncStatus: '"down"' });
+  await edge.restart();
+  t.match(uplink().stats(), { backlogPoints: 2 }, 'and still one after the restart (their marks are on disk)');
+  cloud = await startApp(t, { dir: cloudDir, env: { HAYLOFT_PORT: String(port) } });
+  await until('the samples written while the cloud was away are upstream', () => same(edge, cloud));
+  t.equal((await history(cloud, 'syd.power')).size, 200, 'nothing missing, nothing doubled');
+});
