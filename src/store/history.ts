@@ -107,12 +107,12 @@ export type HisListener = (pointId: string, kind: HisKind, written: { readonly t
 
 /**
  * Called inside a write for each point written, before the write's batch is committed, with the
- * point's oldest and newest sample in it: lets another owner of the data folder put its own keys
- * into the same atomic batch (an uplink's mark of samples older than what it already sent, see
- * SyncState).
+ * point's oldest and newest sample in it and its newest sample before the write (-Infinity when it
+ * had none): lets another owner of the data folder put its own keys into the same atomic batch (an
+ * uplink's mark of samples older than what it already sent, see SyncState).
  * Must not throw, and must be quick: it runs under the written points' locks.
  */
-export type HisPlanHook = (pointId: string, first: number, last: number, batch: HisBatch) => void;
+export type HisPlanHook = (pointId: string, first: number, last: number, before: number, batch: HisBatch) => void;
 
 /** A LevelDB batch of the store's database (puts name their sublevel). */
 export type HisBatch = ReturnType<Store['db']['batch']>;
@@ -541,7 +541,9 @@ export class HistoryStore {
         const next = new Map<string, Meta>();
         try {
           for (const p of prepared) next.set(p.id, await this.planWrite(batch, p.id, p.kind, p.cols));
-          for (const h of this.planHooks) for (const p of prepared) h(p.id, p.cols.ts[0] as number, p.cols.ts[p.cols.ts.length - 1] as number, batch);
+          for (const h of this.planHooks) {
+            for (const p of prepared) h(p.id, p.cols.ts[0] as number, p.cols.ts[p.cols.ts.length - 1] as number, this.metas.get(p.id)?.end ?? -Infinity, batch);
+          }
         } catch (e) {
           await batch.close();
           throw wrapStoreError(e, 'cannot read history to merge into');

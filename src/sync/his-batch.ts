@@ -6,7 +6,8 @@
  */
 import type { TimeZone } from '../haystack/tz.js';
 import { numberText } from '../haystack/values.js';
-import type { HisKind, HistoryStore } from '../store/history.js';
+import type { HisKind, HisStats, HistoryStore } from '../store/history.js';
+import type { Span } from './spans.js';
 
 export type HisVals = Float64Array | boolean[] | string[];
 
@@ -83,6 +84,19 @@ export async function readAfter(history: HistoryStore, pointId: string, after: n
   }
   if (total === 0) return null;
   return slice(concat(kind, runs, total), max);
+}
+
+/**
+ * Samples of a point not yet acknowledged, estimated from its average density (for metrics; `hayloft
+ * sync status` counts exactly): its late spans, and what is after its cursor. 0 when caught up.
+ */
+export function backlogEstimate(st: HisStats, cursor: number, late: readonly Span[]): number {
+  if (st.end === undefined || st.start === undefined || (st.end <= cursor && late.length === 0)) return 0;
+  const density = st.size / Math.max(1, st.end - st.start + 1);
+  let n = 0;
+  for (const [f, to] of late) n += Math.max(1, Math.round(density * (Math.min(to, st.end) - Math.max(f, st.start) + 1)));
+  if (st.end > cursor) n += cursor < st.start ? st.size : Math.max(1, Math.round((st.size * (st.end - cursor)) / Math.max(1, st.end - st.start)));
+  return Math.max(1, Math.min(n, st.size));
 }
 
 /** First index in a[from..) whose value is >= x. */

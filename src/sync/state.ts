@@ -119,11 +119,13 @@ export class SyncState {
   /**
    * The history store's plan hook (HistoryStore.onPlan): a write whose oldest sample is at or
    * before what was sent, or what may be in the batch in flight, marks its span up to there as
-   * late, in the write's own batch.
+   * late, in the write's own batch. `before` is the point's newest sample before the write: a
+   * write wholly after it cannot be in a read that began before it (the read's end is the point's
+   * end when it began), so a claim does not mark it; it is after the cursor, and goes as usual.
    */
-  markLate(pointId: string, first: number, last: number, batch: HisBatch): void {
-    const claim = this.claims.get(pointId) ?? -Infinity;
-    const sent = Math.max(this.cursor(pointId), claim);
+  markLate(pointId: string, first: number, last: number, before: number, batch: HisBatch): void {
+    const claim = this.claims.get(pointId);
+    const sent = Math.max(this.cursor(pointId), claim === undefined ? -Infinity : Math.min(claim, before));
     if (!(first <= sent)) return;
     const span: Span = [first, Math.min(last, sent)];
     let l = this.lates.get(pointId);
@@ -134,10 +136,11 @@ export class SyncState {
   }
 
   /**
-   * Before a point's samples after its cursor are read to be sent: from now until releaseClaims(),
-   * a write of samples up to `upTo` marks it late (they may be in the batch, or may have missed its
-   * read). Call it under the point's history lock (HistoryStore.exclusive), so no write is between
-   * its hook and its commit.
+   * Before a point's samples after its cursor are read to be sent (`upTo` Infinity), then once
+   * they are (`upTo` the newest read): until releaseClaims(), a write of samples up to `upTo` and
+   * not after all the point held marks it late (they may be in the batch, or may have been missed
+   * by its read). Call it under the point's history lock (HistoryStore.exclusive) before the read,
+   * so no write is between its hook and its commit.
    */
   claim(pointId: string, upTo: number): void {
     this.claims.set(pointId, upTo);

@@ -41,7 +41,7 @@ import { POINT_KINDS_TEXT, type PointState, type SyncTags, describeKind, pointKi
 import type { Store } from '../store/db.js';
 import type { HisKind, HistoryStore } from '../store/history.js';
 import { UpstreamClient, UpstreamError } from './client.js';
-import { type BatchPart, type Run, encodeHisWrite, readAfter } from './his-batch.js';
+import { type BatchPart, type Run, backlogEstimate, encodeHisWrite, readAfter } from './his-batch.js';
 import { Mapper } from './mapping.js';
 import type { Span } from './spans.js';
 import { SyncState } from './state.js';
@@ -175,7 +175,7 @@ export class Uplink {
     await this.state.load();
     // Samples written at or before what was sent (a backfill, a correction) are marked in the
     // write's own batch, and sent again (see SyncState.markLate).
-    this.unplan = this.o.history.onPlan((id, first, last, batch) => this.state.markLate(id, first, last, batch));
+    this.unplan = this.o.history.onPlan((id, first, last, before, batch) => this.state.markLate(id, first, last, before, batch));
     this.unlisten = this.o.model.onChange((c) => {
       this.modelDirty = true;
       for (const r of c.deleted) this.deleted.add((r.get('id') as HRef).id);
@@ -475,17 +475,10 @@ export class Uplink {
       const status = this.status.get(id)?.status ?? 'pending';
       byStatus[status]++;
       if (status === 'fault') faulted++;
-      const st = this.o.history.stats(id);
-      const cursor = this.state.cursor(id);
-      const late = this.state.lateSpans(id);
-      if (st.end === undefined || st.start === undefined || (st.end <= cursor && late.length === 0)) continue;
+      const n = backlogEstimate(this.o.history.stats(id), this.state.cursor(id), this.state.lateSpans(id));
+      if (n === 0) continue;
       backlogPoints++;
-      // Estimated from the point's average density: the late spans, and what is after the cursor.
-      const density = st.size / Math.max(1, st.end - st.start + 1);
-      let n = 0;
-      for (const [f, to] of late) n += Math.max(1, Math.round(density * (Math.min(to, st.end) - Math.max(f, st.start) + 1)));
-      if (st.end > cursor) n += cursor < st.start ? st.size : Math.max(1, Math.round((st.size * (st.end - cursor)) / Math.max(1, st.end - st.start)));
-      backlogSamples += Math.min(n, st.size);
+      backlogSamples += n;
     }
     return {
       name: this.cfg.name,

@@ -22,7 +22,7 @@ async function open(dir: string): Promise<Open> {
   await his.start();
   const state = new SyncState(store, 'up');
   await state.load();
-  his.onPlan((id, first, last, batch) => state.markLate(id, first, last, batch));
+  his.onPlan((id, first, last, before, batch) => state.markLate(id, first, last, before, batch));
   return { store, his, state };
 }
 
@@ -62,16 +62,19 @@ t.test('while a batch is read and in flight, writes it may miss are marked', asy
   // The uplink claims the point (everything) while it reads, then up to the last sample it read.
   x.state.claim('p', Infinity);
   await x.his.write('p', 'Number', n(900));
-  t.same(x.state.lateSpans('p'), [[900, 900]], 'a write during the read');
+  t.same(x.state.lateSpans('p'), [], 'during the read, a write after every sample: beyond what the read can hold, not late');
+  await x.his.write('p', 'Number', n(250));
+  t.same(x.state.lateSpans('p'), [[250, 250]], 'during the read, a write among the samples: the read may have missed it');
   x.state.claim('p', 300);
-  await x.his.write('p', 'Number', n(250, 1000));
-  t.same(x.state.lateSpans('p'), [[250, 300], [900, 900]], 'a write into the batch in flight: its part up to the batch end');
+  await x.his.write('p', 'Number', n(280, 1000));
+  t.same(x.state.lateSpans('p'), [[250, 250], [280, 300]], 'a write into the batch in flight: its part up to the batch end');
   await x.his.write('p', 'Number', n(1100));
-  t.same(x.state.lateSpans('p'), [[250, 300], [900, 900]], 'a write after the batch: not late');
+  t.same(x.state.lateSpans('p'), [[250, 250], [280, 300]], 'a write after the batch: not late');
   x.state.releaseClaims();
-  await x.his.write('p', 'Number', n(1200));
+  await x.his.write('p', 'Number', n(290));
+  t.same(x.state.lateSpans('p'), [[250, 250], [280, 300]], 'claims released: after the cursor is not late');
   await x.his.write('p', 'Number', n(50));
-  t.same(x.state.lateSpans('p'), [[50, 50], [250, 300], [900, 900]], 'claims released: the cursor alone decides');
+  t.same(x.state.lateSpans('p'), [[50, 50], [250, 250], [280, 300]], 'before it is');
   await close(x);
 });
 

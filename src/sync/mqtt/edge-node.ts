@@ -43,7 +43,8 @@ import type { Logger } from '../../lib/log.js';
 import type { Model } from '../../model/model.js';
 import type { Store } from '../../store/db.js';
 import type { HistoryStore } from '../../store/history.js';
-import { type Run, readAfter } from '../his-batch.js';
+import { type Run, backlogEstimate, readAfter } from '../his-batch.js';
+import type { Span } from '../spans.js';
 import { SyncState } from '../state.js';
 import { type Catalogue, type Device, type MetricDef, buildCatalogue } from './catalogue.js';
 import { BD_SEQ, QUALITY, REBIRTH, type UMetric, type UPayload, decode, encode, num, qualityOf, stateTopic, topic } from './sparkplug.js';
@@ -209,6 +210,9 @@ export class EdgeNode {
         if (this.cat.byPoint.has(id) && (changed.includes('curVal') || changed.includes('curStatus'))) this.dirty.add(id);
       }),
       this.o.history.onWritten((id, _kind, written) => this.written(id, written)),
+      // Samples written at or before what went (a backfill, a correction) are marked in the
+      // write's own batch, and published as historical (see SyncState.markLate).
+      this.o.history.onPlan((id, first, last, before, batch) => this.state.markLate(id, first, last, before, batch)),
     );
     this.o.log.info({ connector: this.cfg.name, url: this.cfg.url, groupId: this.cfg.groupId, edgeNodeId: this.cfg.edgeNodeId, filter: this.cfg.filter }, 'mqtt: edge node starting');
     this.connect();
@@ -585,16 +589,23 @@ export class EdgeNode {
     let budget = c.batchSamples * PASS_BUDGET_BATCHES;
     const dirty = [...this.dirty];
     this.dirty.clear();
-    // Points with samples after their cursor, oldest first (as the REST uplink orders them).
-    const behind: { m: MetricDef; from: number; tail: Tail | undefined }[] = [];
+    // Points with samples after their cursor, or late ones before it (see SyncState.markLate),
+    // oldest first (as the REST uplink orders them).
+    const behind: { m: MetricDef; from: number; tail: Tail | undefined; late: Span | undefined }[] = [];
+    const lates: [string, number, number][] = [];
     for (const m of this.cat.byPoint.values()) {
       if (!m.his || !this.alive.has(m.device)) continue;
+      const late = this.state.late(m.pointId);
+      if (late !== undefined) {
+        behind.push({ m, from: late[0], tail: undefined, late });
+        continue;
+      }
       const cursor = this.state.cursor(m.pointId);
       const t = this.tails.get(m.pointId);
       if (t?.known === true) {
         let k = 0;
         while (k < t.ts.length && (t.ts[k] as number) <= cursor) k++;
-        if (k < t.ts.length) behind.push({ m, from: t.ts[k] as number, tail: t });
+        if (k < t.ts.length) behind.push({ m, from: t.ts[k] as number, tail: t, late: undefined });
         continue;
       }
       const st = history.stats(m.pointId);
@@ -603,10 +614,26 @@ export class EdgeNode {
         this.tails.set(m.pointId, { known: true, ts: [], val: [] });
         continue;
       }
-      behind.push({ m, from: Math.max(cursor + 1, st.start), tail: undefined });
+      behind.push({ m, from: Math.max(cursor + 1, st.start), tail: undefined, late: undefined });
     }
     behind.sort((a, b) => a.from - b.from);
-    for (const { m, tail } of behind) {
+    // Points read from the store, under their locks: no write of them is between its plan hook
+    // and its commit, so every write the reads below may miss marks its point late. (A tail is
+    // what the store committed: taking it misses nothing, and it is claimed once taken.)
+    const reads = behind.filter((b) => b.tail === undefined);
+    if (reads.length > 0) {
+      await history.exclusive(
+        reads.map((b) => b.m.pointId),
+        () => {
+          for (const b of reads) {
+            if (b.late !== undefined) this.state.beginLate(b.m.pointId);
+            else this.state.claim(b.m.pointId, Infinity);
+          }
+          return Promise.resolve();
+        },
+      );
+    }
+    for (const { m, tail, late } of behind) {
       if (budget <= 0) {
         more = true;
         break;
@@ -614,7 +641,16 @@ export class EdgeNode {
       const cursor = this.state.cursor(m.pointId);
       const max = Math.min(READ_MAX, budget);
       let run: Run | null;
-      if (tail !== undefined) {
+      if (late !== undefined) {
+        // Late samples go as historical, up to the cursor (what is after it goes as usual).
+        run = await readAfter(history, m.pointId, late[0] - 1, max, Math.min(late[1], cursor));
+        if (run === null || run.ts.length === 0) {
+          lates.push([m.pointId, late[0], late[1]]);
+          more = true;
+          continue;
+        }
+        if (run.ts.length >= max) more = true;
+      } else if (tail !== undefined) {
         run = this.tailRun(m, tail, cursor, max);
         if (run !== null && run.ts.length === max && tail.ts.length > max) more = true;
       } else {
@@ -642,13 +678,21 @@ export class EdgeNode {
         continue;
       }
       budget -= run.ts.length;
-      const b = this.boundary.get(m.pointId) ?? -Infinity;
+      const last = run.ts[run.ts.length - 1] as number;
       let liveFrom = 0;
-      while (liveFrom < run.ts.length && (run.ts[liveFrom] as number) <= b) liveFrom++;
+      if (late !== undefined) {
+        liveFrom = run.ts.length;
+        lates.push([m.pointId, late[0], last]);
+        more = true;
+      } else {
+        const b = this.boundary.get(m.pointId) ?? -Infinity;
+        while (liveFrom < run.ts.length && (run.ts[liveFrom] as number) <= b) liveFrom++;
+        this.state.claim(m.pointId, last);
+        cursors.push([m.pointId, last]);
+      }
       let list = pending.get(m.device);
       if (list === undefined) pending.set(m.device, (list = []));
       list.push({ m, run, liveFrom });
-      cursors.push([m.pointId, run.ts[run.ts.length - 1] as number]);
     }
     // Historical samples: per device, merged into time order, in messages of batchSamples.
     const dev = [...pending.entries()].sort((a, b) => firstTs(a[1]) - firstTs(b[1]));
@@ -707,7 +751,18 @@ export class EdgeNode {
       }
     }
     // Every message of the pass acknowledged (or the session is gone and nothing moves).
-    await Promise.all(acks);
+    try {
+      await Promise.all(acks);
+    } finally {
+      this.state.releaseClaims();
+    }
+    if (lates.length > 0) {
+      const at = this.o.clock.now();
+      await history.exclusive(
+        lates.map(([id]) => id),
+        () => this.state.ack([], at, lates),
+      );
+    }
     if (cursors.length > 0) {
       this.state.advance(cursors);
       const at = this.o.clock.now();
@@ -781,11 +836,10 @@ export class EdgeNode {
     let backlogSamples = 0;
     for (const m of this.cat.byPoint.values()) {
       if (!m.his) continue;
-      const st = this.o.history.stats(m.pointId);
-      const cursor = this.state.cursor(m.pointId);
-      if (st.end === undefined || st.start === undefined || st.end <= cursor) continue;
+      const n = backlogEstimate(this.o.history.stats(m.pointId), this.state.cursor(m.pointId), this.state.lateSpans(m.pointId));
+      if (n === 0) continue;
       backlogPoints++;
-      backlogSamples += cursor < st.start ? st.size : Math.max(1, Math.round((st.size * (st.end - cursor)) / Math.max(1, st.end - st.start)));
+      backlogSamples += n;
     }
     return {
       name: this.cfg.name,

@@ -314,3 +314,40 @@ t.test('DCMD with writeLevel and writeAs: written through pointWrite at that lev
   await until('refusals logged', () => edge.logs.filter((l) => l.includes('HL_MQTT_COMMAND_REFUSED')).length >= 2);
   t.equal(edge.app.writer.effective('fan').val, true, 'the refused command changed nothing');
 });
+
+t.test('late samples (a backfill, a correction of an old value) go as historical DDATA, also after a restart while the broker is away', async (t) => {
+  const broker = await startBroker(t);
+  const sub = await SparkplugSubscriber.connect(t, broker);
+  const edge = await startApp(t, { env: { HAYLOFT_CONFIG: mqttConfig(t, broker) } });
+  await seed(t, edge);
+  await until('births', () => sub.of('DBIRTH').some((m) => m.device === 'ahu'));
+  const alias = num(birthMetrics(sub.of('DBIRTH').filter((m) => m.device === 'ahu').at(-1) as Seen).get('temp')?.alias);
+  const t0 = Date.now() - 3_600_000;
+  const at = (from: number, to: number): [number, number][] => Array.from({ length: to - from }, (_, i) => [t0 + (from + i) * 1000, from + i]);
+  await hisWrite(t, edge, 'temp', at(0, 20));
+  await until('live', () => samplesOf(sub, alias).length === 20);
+  await until('acknowledged', () => edge.app.edgeNode?.stats().backlogSamples === 0);
+
+  // Ten seconds before them, filled in later, and sample 5 corrected.
+  await hisWrite(t, edge, 'temp', at(-10, 0));
+  await hisWrite(t, edge, 'temp', [[t0 + 5000, 500]]);
+  await until('the late samples are published', () => samplesOf(sub, alias).length >= 31);
+  await until('acknowledged again', () => edge.app.edgeNode?.stats().backlogSamples === 0);
+  const late = samplesOf(sub, alias).slice(20);
+  t.ok(late.every((x) => x.historical), 'as historical');
+  t.same(late.map((x) => x.ts).sort((a, b) => a - b), [...at(-10, 0).map((x) => x[0]), t0 + 5000], 'the backfill and the correction, nothing else again');
+  t.equal(late.find((x) => x.ts === t0 + 5000)?.value, 500, 'the corrected value');
+
+  // Written while the broker is away; the edge restarts before it comes back (the marks are on disk).
+  await broker.stop();
+  await until('offline', () => edge.app.edgeNode?.stats().state === 'offline');
+  await hisWrite(t, edge, 'temp', at(-20, -10));
+  await until('a backlog', () => (edge.app.edgeNode?.stats().backlogSamples ?? 0) > 0);
+  await edge.restart();
+  await broker.start();
+  await until('published after the restart', () => samplesOf(sub, alias).length >= 41, 30_000);
+  const after = samplesOf(sub, alias).slice(31);
+  t.same(after.map((x) => [x.ts, x.value, x.historical]), at(-20, -10).map(([ts, v]) => [ts, v, true]), 'historical, oldest first');
+  await until('caught up', () => edge.app.edgeNode?.stats().backlogSamples === 0);
+  t.equal(samplesOf(sub, alias).length, 41, 'nothing twice');
+});
