@@ -118,8 +118,8 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
     });
   };
 
-  const open = async (width: number, height: number): Promise<{ ctx: BrowserContext; page: Page }> => {
-    const ctx = await browser.newContext({ viewport: { width, height }, deviceScaleFactor: 1 });
+  const open = async (width: number, height: number, timezoneId?: string): Promise<{ ctx: BrowserContext; page: Page }> => {
+    const ctx = await browser.newContext({ viewport: { width, height }, deviceScaleFactor: 1, ...(timezoneId === undefined ? {} : { timezoneId }) });
     const page = await ctx.newPage();
     watch(page);
     return { ctx, page };
@@ -140,7 +140,14 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   };
 
   // ---- laptop ----
-  const { page } = await open(1280, 800);
+  // Far from the building's zone (UTC): the trend's days must still be the building's.
+  const { page } = await open(1280, 800, 'Pacific/Auckland');
+  const hisReadRanges: string[] = [];
+  page.on('request', (r) => {
+    if (new URL(r.url()).pathname !== '/api/hisRead') return;
+    const range = (JSON.parse(r.postData() ?? '{}') as { rows?: { range?: string }[] }).rows?.[0]?.range;
+    if (range !== undefined) hisReadRanges.push(range);
+  });
   // The push socket: its URL (no token in it) and the pointData frames it brings.
   const sockets: string[] = [];
   let pushed = 0;
@@ -235,9 +242,13 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   await page.getByRole('button', { name: 'Yesterday' }).focus();
   await page.keyboard.press('Enter');
   await page.getByRole('button', { name: 'Yesterday', pressed: true }).waitFor();
+  t.match(await page.locator('[data-zone]').innerText(), /^Days and times in the point's zone: UTC$/, 'the trend says its zone: the point\'s, not the browser\'s (Auckland)');
   const download = page.waitForEvent('download');
   await page.getByRole('button', { name: 'Download CSV' }).click();
   t.match((await download).suggestedFilename(), /^returnTemp-yesterday\.csv$/, 'CSV download');
+  const utcMidnight = new Date(new Date().toISOString().slice(0, 10)).getTime();
+  const day = (ms: number): string => `${new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z')} UTC`;
+  t.equal(hisReadRanges.at(-1), `s:${day(utcMidnight - 86_400_000)},${day(utcMidnight)}`, 'yesterday is the point\'s yesterday (UTC midnight to midnight), not Auckland\'s');
 
   await page.getByRole('link', { name: 'Connectors' }).click();
   const deadCard = page.locator('[data-conn="deadPlc"]');

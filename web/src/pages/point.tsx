@@ -12,33 +12,25 @@ import { LiveWatch } from '../live.js';
 import { type Live } from './tree.js';
 import { Status } from './status.js';
 import { Writes } from './writes.js';
+import { Zone } from '../zone.js';
 
 type RangeKey = 'today' | 'yesterday' | 'week' | 'custom';
 
-function isoDate(d: Date): string {
-  return `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
-}
-
-/** Local midnight of a date (`2024-03-10`), in ms. */
-function midnight(date: string): number {
-  const [y, m, d] = date.split('-').map(Number);
-  return new Date(y ?? 1970, (m ?? 1) - 1, d ?? 1).getTime();
-}
-
-/** The window of a choice, in ms: days are this device's days (the chart's axis is in its time too). */
-function windowOf(key: RangeKey, from: string, to: string): [number, number] {
+/** The window of a choice, in ms: days are the point's days (its zone's), as the server's are. */
+function windowOf(key: RangeKey, from: string, to: string, zone: Zone): [number, number] {
   const now = Date.now();
-  const today = midnight(isoDate(new Date(now)));
+  const today = zone.midnight(zone.date(now));
   switch (key) {
     case 'today':
       return [today, now];
     case 'yesterday':
-      return [midnight(isoDate(new Date(today - 12 * 3_600_000))), today];
+      return [zone.midnight(zone.date(today - 12 * 3_600_000)), today];
     case 'week':
       return [now - 7 * 86_400_000, now];
     case 'custom': {
-      const end = midnight(to) + 86_400_000;
-      return [midnight(from), Math.min(end, now)];
+      // The day after `to` begins at its own midnight (a day is not always 24 hours).
+      const end = zone.midnight(zone.date(zone.midnight(to) + 36 * 3_600_000));
+      return [zone.midnight(from), Math.min(end, now)];
     }
   }
 }
@@ -49,11 +41,13 @@ interface ChartProps {
   label: string;
   /** The x axis spans the window asked for (seconds), not just the samples in it. */
   span: [number, number];
+  /** The axis shows the point's wall-clock time. */
+  zone: Zone;
   onZoom: (startMs: number, endMs: number) => void;
   onReset: () => void;
 }
 
-function Chart({ series, unit, label, span, onZoom, onReset }: ChartProps) {
+function Chart({ series, unit, label, span, zone, onZoom, onReset }: ChartProps) {
   const el = useRef<HTMLDivElement>(null);
   // The handlers change every render; the chart is built once per data.
   const handlers = useRef({ onZoom, onReset });
@@ -69,6 +63,7 @@ function Chart({ series, unit, label, span, onZoom, onReset }: ChartProps) {
         width: width(),
         height: 260,
         scales: { x: { time: true, range: () => span } },
+        tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), zone.iana),
         axes: [{ stroke: '#222', grid: { stroke: '#ddd' }, space: 90 }, { stroke: '#222', grid: { stroke: '#ddd' }, size: 64, values: (_u, vals) => vals.map((v) => `${v}${unit === '' ? '' : ` ${unit}`}`) }],
         series: [
           {},
@@ -109,7 +104,7 @@ function Chart({ series, unit, label, span, onZoom, onReset }: ChartProps) {
       plot.over.removeEventListener('dblclick', reset);
       plot.destroy();
     };
-  }, [series, unit, label, span[0], span[1]]);
+  }, [series, unit, label, span[0], span[1], zone]);
   return <div class="chart" ref={el} />;
 }
 
@@ -118,11 +113,12 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
   const [err, setErr] = useState('');
   const [live, setLive] = useState<Live>({});
   const [range, setRange] = useState<RangeKey>('today');
-  const today = isoDate(new Date());
-  const [from, setFrom] = useState(isoDate(new Date(Date.now() - 2 * 86_400_000)));
-  const [to, setTo] = useState(today);
+  /** The point's zone: its `tz`, else the server's (about); known once the point is read. */
+  const [zone, setZone] = useState<Zone | undefined>(undefined);
+  const [from, setFrom] = useState('');
+  const [to, setTo] = useState('');
   /** The range's window, fixed when it is chosen (ms). */
-  const [base, setBase] = useState<[number, number]>(() => windowOf('today', from, to));
+  const [base, setBase] = useState<[number, number]>([0, 0]);
   /** A stretch dragged across the chart, inside the window. */
   const [zoom, setZoom] = useState<[number, number] | undefined>(undefined);
   const [his, setHis] = useState<Series | undefined>(undefined);
@@ -138,6 +134,17 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
         if (r === undefined || r.id == null) throw new Error(`no point ${id}`);
         setRec(r);
         setLive({ curVal: r.curVal, curStatus: str(r.curStatus), curErr: str(r.curErr) });
+        const tz = str(r.tz);
+        const z = tz !== '' ? Promise.resolve(tz) : session.get('about').then((g) => str(g.rows[0]?.tz), () => '');
+        void z.then((name) => {
+          const zn = Zone.of(name === '' ? undefined : name);
+          const now = Date.now();
+          const [f, t] = [zn.date(now - 2 * 86_400_000), zn.date(now)];
+          setZone(zn);
+          setFrom(f);
+          setTo(t);
+          setBase(windowOf('today', f, t, zn));
+        });
         if (r.cur != null) {
           watch = new LiveWatch(session, [refId(r.id)], (rows) => {
             const x = rows[0];
@@ -151,13 +158,14 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
   }, [session, id]);
 
   const choose = (key: RangeKey, f = from, t = to): void => {
+    if (zone === undefined) return;
     setRange(key);
-    setBase(windowOf(key, f, t));
+    setBase(windowOf(key, f, t, zone));
     setZoom(undefined);
   };
   const [start, end] = zoom ?? base;
   useEffect(() => {
-    if (rec === undefined || rec.his == null) return;
+    if (rec === undefined || rec.his == null || zone === undefined) return;
     let gone = false;
     setHisErr('');
     setLoading(true);
@@ -168,7 +176,7 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
     return () => {
       gone = true;
     };
-  }, [session, rec, start, end]);
+  }, [session, rec, zone, start, end]);
 
   async function csv(): Promise<void> {
     if (rec === undefined) return;
@@ -255,6 +263,11 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
               </label>
             </div>
           )}
+          {zone !== undefined && (
+            <p class="muted zone" data-zone={zone.iana}>
+              Days and times in the point's zone: {zone.iana === 'UTC' ? 'UTC' : `${zone.name.replace(/_/g, ' ')} (${zone.offsetText(end)})`}
+            </p>
+          )}
           {hisErr !== '' && (
             <p class="error" role="alert">
               {hisErr}
@@ -276,7 +289,7 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
                 {loading && ' · loading…'}
               </p>
               {his.xs.length > 0 ? (
-                <Chart series={his} unit={unit} label={str(rec.dis) || str(rec.name)} span={[start / 1000, end / 1000]} onZoom={(a, b) => setZoom([Math.max(a, base[0]), Math.min(b, base[1])])} onReset={() => setZoom(undefined)} />
+                <Chart series={his} unit={unit} label={str(rec.dis) || str(rec.name)} span={[start / 1000, end / 1000]} zone={zone ?? Zone.of(undefined)} onZoom={(a, b) => setZoom([Math.max(a, base[0]), Math.min(b, base[1])])} onReset={() => setZoom(undefined)} />
               ) : (
                 <p class="muted">No history in this range.</p>
               )}
