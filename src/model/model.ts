@@ -260,6 +260,11 @@ export class Model {
     return id === undefined ? undefined : this.view(id);
   }
 
+  /** How messages name a record: its fully qualified name, else `@id`. */
+  nameOf(id: string): string {
+    return this.fqname(id) ?? `@${id}`;
+  }
+
   /** The fully qualified name of a record, or undefined when it or an ancestor has no name. */
   fqname(id: string): string | undefined {
     const parts: string[] = [];

@@ -338,44 +338,47 @@ export class PointWriter {
     const rec = id === undefined ? undefined : this.model.get(id);
     if (id === undefined || rec === undefined) throw new HayloftError(ErrorCodes.NOT_FOUND, `no record @${idOrName}`);
     if (!this.isWritable(rec)) {
-      throw new HayloftError(ErrorCodes.NOT_WRITABLE, `@${idOrName} is not a writable point (it needs the point and writable markers)`);
+      throw new HayloftError(ErrorCodes.NOT_WRITABLE, `${this.model.nameOf(id)} is not a writable point (it needs the point and writable markers)`);
     }
     return { id, rec };
   }
 
   /** The value as stored: of the point's kind, Numbers in the point's unit and within limits. */
   private checkValue(id: string, rec: HDict, v: HVal): HVal {
+    // Messages name the point as people know it (its fully qualified name), not by its id;
+    // looked up only for a message.
+    const name = (): string => this.model.nameOf(id);
     const kind: PointKind | undefined = pointKind(rec);
-    if (kind === undefined) throw new HayloftError(ErrorCodes.INVALID_RECORD, `@${id} has ${describeKind(rec)}; writable points are of kind Number, Bool or Str`);
+    if (kind === undefined) throw new HayloftError(ErrorCodes.INVALID_RECORD, `${name()} has ${describeKind(rec)}; writable points are of kind Number, Bool or Str`);
     switch (kind) {
       case 'Bool':
-        if (typeof v !== 'boolean') throw badValue(`@${id} is a Bool point; val must be true or false, not ${describe(v)}`);
+        if (typeof v !== 'boolean') throw badValue(`${name()} is a Bool point; val must be true or false, not ${describe(v)}`);
         return v;
       case 'Str': {
-        if (typeof v !== 'string') throw badValue(`@${id} is a Str point; val must be a Str, not ${describe(v)}`);
+        if (typeof v !== 'string') throw badValue(`${name()} is a Str point; val must be a Str, not ${describe(v)}`);
         const e = rec.get('enum');
         if (typeof e === 'string' && e.trim() !== '') {
           const names = e.split(',').map((x) => x.trim());
-          if (!names.includes(v)) throw badValue(`"${v.slice(0, 40)}" is not one of the enum of @${id}: ${names.join(', ')}`);
+          if (!names.includes(v)) throw badValue(`"${v.slice(0, 40)}" is not one of the enum of ${name()}: ${names.join(', ')}`);
         }
         return v;
       }
       case 'Number': {
-        if (!(v instanceof HNumber)) throw badValue(`@${id} is a Number point; val must be a Number, not ${describe(v)}`);
+        if (!(v instanceof HNumber)) throw badValue(`${name()} is a Number point; val must be a Number, not ${describe(v)}`);
         if (!Number.isFinite(v.val)) throw badValue(`val must be a finite Number, not ${v.numText()}`);
         const unit = pointUnit(rec);
         let x = v.val;
         if (v.unit !== null && v.unit !== unit) {
-          if (unit === null) throw badValue(`@${id} has no unit; write a plain Number, not one in ${v.unit}`);
+          if (unit === null) throw badValue(`${name()} has no unit; write a plain Number, not one in ${v.unit}`);
           const c = convertUnit(v.val, v.unit, unit);
-          if (typeof c !== 'number') throw badValue(`cannot write ${v.numText()}${v.unit} to @${id} in ${unit}: ${c.err}`);
+          if (typeof c !== 'number') throw badValue(`cannot write ${v.numText()}${v.unit} to ${name()} in ${unit}: ${c.err}`);
           x = c;
         }
         const min = limit(rec, 'minVal', unit);
         const max = limit(rec, 'maxVal', unit);
         const shown = `${String(x)}${unit ?? ''}`;
-        if (min !== undefined && x < min) throw new HayloftError(ErrorCodes.OUT_OF_RANGE, `${shown} is below the minVal of @${id} (${String(min)}${unit ?? ''})`);
-        if (max !== undefined && x > max) throw new HayloftError(ErrorCodes.OUT_OF_RANGE, `${shown} is above the maxVal of @${id} (${String(max)}${unit ?? ''})`);
+        if (min !== undefined && x < min) throw new HayloftError(ErrorCodes.OUT_OF_RANGE, `${shown} is below the minVal of ${name()} (${String(min)}${unit ?? ''})`);
+        if (max !== undefined && x > max) throw new HayloftError(ErrorCodes.OUT_OF_RANGE, `${shown} is above the maxVal of ${name()} (${String(max)}${unit ?? ''})`);
         return new HNumber(x, unit);
       }
     }

@@ -90,6 +90,8 @@ export interface ConnectorStats {
 
 interface ConnState {
   readonly id: string;
+  /** How messages name it: its name (fully qualified), else `@id`. */
+  readonly label: string;
   readonly rec: HDict;
   readonly driver: Driver;
   readonly conn: DriverConn | undefined;
@@ -536,6 +538,7 @@ export class Poller {
       }
       const cs: ConnState = {
         id,
+        label: this.model.nameOf(id),
         rec,
         driver,
         conn,
@@ -572,8 +575,9 @@ export class Poller {
     const cs = ref instanceof HRef ? this.conns.get(ref.id) : undefined;
     if (rec !== undefined && driver !== undefined && (cs === undefined || cs.driver !== driver)) {
       // Named connector missing or of another driver: a fault the operator can see.
-      const why = ref instanceof HRef ? `${driver.refTag} @${ref.id} is not a ${driver.connTag} record` : `${driver.refTag} must be a Ref to a ${driver.connTag} record`;
-      writes.upsert(id, rec, { id: ref instanceof HRef ? ref.id : '', conn: undefined, problem: { status: 'fault', err: why } }, driver.writeTag);
+      const label = ref instanceof HRef ? this.model.nameOf(ref.id) : '';
+      const why = ref instanceof HRef ? `${driver.refTag} ${label} is not a ${driver.connTag} record` : `${driver.refTag} must be a Ref to a ${driver.connTag} record`;
+      writes.upsert(id, rec, { id: ref instanceof HRef ? ref.id : '', label, conn: undefined, problem: { status: 'fault', err: why } }, driver.writeTag);
       return;
     }
     writes.upsert(id, rec, cs, driver?.writeTag);
@@ -617,9 +621,9 @@ export class Poller {
     let pollMs = cs?.pollMs ?? this.defaultPollMs;
     let collect: Collecting | undefined;
     if (connId === undefined) problem = { status: 'fault', err: `${driver.refTag} must be a Ref to a ${driver.connTag} record` };
-    else if (cs === undefined || cs.driver !== driver) problem = { status: 'fault', err: `${driver.refTag} @${connId} is not a ${driver.connTag} record` };
+    else if (cs === undefined || cs.driver !== driver) problem = { status: 'fault', err: `${driver.refTag} ${this.model.nameOf(connId)} is not a ${driver.connTag} record` };
     else if (rec.has('disabled') || cs.problem?.status === 'disabled') problem = { status: 'disabled', err: undefined };
-    else if (cs.problem !== undefined) problem = { status: 'fault', err: `connector @${cs.id}: ${cs.problem.err ?? ''}` };
+    else if (cs.problem !== undefined) problem = { status: 'fault', err: `connector ${cs.label}: ${cs.problem.err ?? ''}` };
     else {
       try {
         const k = pointKind(rec);

@@ -31,6 +31,8 @@ import type { Effective, PointWriter } from '../model/point-writer.js';
 /** What the queue needs of a connector the poller holds. */
 export interface WriteTarget {
   readonly id: string;
+  /** How messages name it: its name (fully qualified), else `@id`. */
+  readonly label: string;
   readonly conn: DriverConn | undefined;
   /** Why the connector cannot be used: a fault or disabled. */
   readonly problem: { status: 'fault' | 'disabled'; err: string | undefined } | undefined;
@@ -139,8 +141,8 @@ export class WriteQueue {
     let minMs = 0;
     let maxMs = Infinity;
     if (rec.has('disabled') || target.problem?.status === 'disabled') problem = { status: 'disabled', err: undefined };
-    else if (target.problem !== undefined) problem = { status: 'fault', err: `connector @${target.id}: ${target.problem.err ?? ''}` };
-    else if (target.conn?.prepareWrite === undefined) problem = { status: 'fault', err: `the driver of @${target.id} does not write` };
+    else if (target.problem !== undefined) problem = { status: 'fault', err: `connector ${target.label}: ${target.problem.err ?? ''}` };
+    else if (target.conn?.prepareWrite === undefined) problem = { status: 'fault', err: `the driver of ${target.label} does not write` };
     else {
       try {
         minMs = rec.has('writeMinTime') ? durationTag(rec, 'writeMinTime', 0) : 0;

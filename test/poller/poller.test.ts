@@ -229,7 +229,7 @@ t.test('faults: bad configuration, refused points, kinds and units; the rest kee
   await w.create(
     { id: ref('site'), site: MARKER },
     conn('c1', 'd1'),
-    conn('cbad', 'bad-device'),
+    conn('cbad', 'bad-device', { name: 'boilerPlc' }),
     conn('cpoll', 'd1', { pollTime: num(5) }),
     pt('ok', 'c1', 'a'),
     pt('badcur', 'c1', 'bad:1'),
@@ -261,8 +261,8 @@ t.test('faults: bad configuration, refused points, kinds and units; the rest kee
   fault('textnum', /sent text/);
   fault('badpoll', /pollTime unit "parsec"/);
   fault('badhis', /hisCollectInterval .*no unit/);
-  fault('viaBadConn', /connector @cbad: uri bad-device/);
-  fault('viaBadPoll', /connector @cpoll: pollTime 5 has no unit/);
+  fault('viaBadConn', /^connector boilerPlc: uri bad-device/);
+  fault('viaBadPoll', /^connector @cpoll: pollTime 5 has no unit/);
   fault('notAConn', /fakeConnRef @site is not a fakeConn record/);
   t.equal(w.model.get('cbad')?.get('connStatus'), 'fault');
   t.match(w.model.get('cbad')?.get('connErr'), /names no fake device/);

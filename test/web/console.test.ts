@@ -303,7 +303,7 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   await page.getByRole('button', { name: 'Override' }).click();
   const valError = page.locator('label', { hasText: 'Value' }).locator('.field-error');
   await valError.waitFor();
-  t.match(await valError.innerText(), /maxVal/, "a value out of range shows the server's message next to the value");
+  t.match(await valError.innerText(), /^150% is above the maxVal of demo\.ahu1\.fanSpeed \(100%\)$/, "a value out of range shows the server's message next to the value, naming the point as people know it");
   await page.locator('.audit tr', { hasText: 'HL_OUT_OF_RANGE' }).first().waitFor();
   allow.delete('/api/pointWrite');
   // The whole card: the form with the refused value, the priority array and the audit.

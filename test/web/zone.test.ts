@@ -28,3 +28,13 @@ t.test('dates and midnights in the point\'s zone, across daylight saving changes
   t.equal(ny.offsetText(Date.UTC(2024, 6, 1)), 'UTC−04:00');
   t.equal(Zone.of('UTC').midnight('2024-02-29'), Date.UTC(2024, 1, 29));
 });
+
+t.test('a DateTime is shown in its own zone, not the browser\'s', async (t) => {
+  const { show } = await import('../../web/src/cells.js');
+  const ms = Date.UTC(2023, 11, 31, 13);
+  const inSydney = show('t:2024-01-01T00:00:00+11:00 Sydney');
+  t.equal(inSydney, new Date(ms).toLocaleString(undefined, { timeZone: 'Australia/Sydney' }), 'Sydney: midnight of the new year');
+  t.equal(show('t:2023-12-31T13:00:00Z UTC'), new Date(ms).toLocaleString(undefined, { timeZone: 'UTC' }), 'the same instant in UTC');
+  t.not(inSydney, show('t:2023-12-31T13:00:00Z UTC'), 'which reads differently');
+  t.equal(show('t:2023-12-31T13:00:00Z Nowhere'), new Date(ms).toLocaleString(), 'a zone the browser does not know: its own');
+});

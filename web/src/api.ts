@@ -1,20 +1,16 @@
 /**
  * The console's only way to the server: HTTP to /oauth2/token and /api/<op>, with the same bearer
  * tokens and permissions as any other client. Grids are Haystack JSON (wire-notes §1); values are
- * kept in their encoded form (`n:21.5 °C`) and read with the helpers below.
+ * kept in their encoded form (`n:21.5 °C`) and read with the helpers of cells.ts.
  *
  * Tokens live in sessionStorage (gone when the tab closes, never in a URL) and are refreshed five
  * minutes before they expire. The OAuth2 client id and secret are needed for both grants; the
  * login form can remember them in localStorage so a technician types the secret once per device.
  */
 
-export type Cell = string | number | boolean | null | undefined | Cell[] | { [k: string]: Cell };
-export type Row = Record<string, Cell>;
-export interface Grid {
-  meta: Record<string, Cell>;
-  cols: { name: string }[];
-  rows: Row[];
-}
+export { type Cell, type Grid, type Row, grid, num, refDis, refId, show, str, time } from './cells.js';
+import type { Cell, Grid, Row } from './cells.js';
+import { grid, str } from './cells.js';
 
 /** A non-2xx answer: the server's message (the grid's `dis`, or its plain text) and status. */
 export class ApiError extends Error {
@@ -29,82 +25,6 @@ export class ApiError extends Error {
   get notAvailable(): boolean {
     return this.status === 404;
   }
-}
-
-// ---- values --------------------------------------------------------------------------------
-
-export function str(v: Cell): string {
-  if (typeof v !== 'string') return v == null ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v);
-  if (v.length >= 2 && v[1] === ':') return v.slice(2);
-  return v;
-}
-
-/** A Ref's id (`r:<id> <dis>` -> id). */
-export function refId(v: Cell): string {
-  const s = str(v);
-  const sp = s.indexOf(' ');
-  return sp < 0 ? s : s.slice(0, sp);
-}
-
-/** A Ref's display name, or its id. */
-export function refDis(v: Cell): string {
-  const s = str(v);
-  const sp = s.indexOf(' ');
-  return sp < 0 ? s : s.slice(sp + 1);
-}
-
-export function num(v: Cell): { val: number; unit: string } | undefined {
-  if (typeof v !== 'string' || !v.startsWith('n:')) return undefined;
-  const body = v.slice(2);
-  const sp = body.indexOf(' ');
-  const n = sp < 0 ? body : body.slice(0, sp);
-  const val = n === 'INF' ? Infinity : n === '-INF' ? -Infinity : Number(n);
-  return { val, unit: sp < 0 ? '' : body.slice(sp + 1) };
-}
-
-/** Epoch ms of a DateTime (`t:2024-03-10T03:00:00-04:00 New_York`). */
-export function time(v: Cell): number | undefined {
-  if (typeof v !== 'string' || !v.startsWith('t:')) return undefined;
-  const body = v.slice(2);
-  const sp = body.indexOf(' ');
-  const ms = Date.parse(sp < 0 ? body : body.slice(0, sp));
-  return Number.isNaN(ms) ? undefined : ms;
-}
-
-/** A value as a person reads it. */
-export function show(v: Cell): string {
-  if (v === true) return 'true';
-  if (v === false) return 'false';
-  if (v == null) return '';
-  if (Array.isArray(v)) return v.map(show).join(', ');
-  if (typeof v === 'object') return JSON.stringify(v);
-  if (typeof v === 'number') return String(v);
-  if (v.length < 2 || v[1] !== ':') return v;
-  switch (v[0]) {
-    case 'm':
-      return '✓';
-    case 'n': {
-      const n = num(v);
-      if (n === undefined) return v;
-      const rounded = Number.isInteger(n.val) ? String(n.val) : n.val.toFixed(Math.abs(n.val) >= 100 ? 1 : 2);
-      return n.unit === '' ? rounded : `${rounded} ${n.unit}`;
-    }
-    case 'r':
-      return `@${refId(v)}${refDis(v) === refId(v) ? '' : ` ${refDis(v)}`}`;
-    case 't': {
-      const ms = time(v);
-      return ms === undefined ? v.slice(2) : new Date(ms).toLocaleString();
-    }
-    default:
-      return v.slice(2);
-  }
-}
-
-/** One grid from rows of already-encoded cells. */
-export function grid(rows: Row[], meta: Record<string, Cell> = {}): Grid {
-  const names: string[] = [];
-  for (const r of rows) for (const k of Object.keys(r)) if (!names.includes(k)) names.push(k);
-  return { meta: { ver: '3.0', ...meta }, cols: (names.length === 0 ? ['empty'] : names).map((name) => ({ name })), rows };
 }
 
 /** A text field of a submitted form ('' when absent). */

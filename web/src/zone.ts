@@ -20,8 +20,15 @@ function known(iana: string): boolean {
   }
 }
 
+const found = new Map<string, string | undefined>();
+
 /** The IANA name of a Haystack zone name, or undefined when the browser knows no such zone. */
 export function ianaOf(name: string): string | undefined {
+  if (!found.has(name)) found.set(name, lookUp(name));
+  return found.get(name);
+}
+
+function lookUp(name: string): string | undefined {
   if (name === 'UTC' || name === 'Rel' || name === 'GMT') return 'UTC';
   const gmt = /^GMT([+-])(\d{1,2})$/.exec(name);
   if (gmt !== null) return known(`Etc/GMT${gmt[1]}${Number(gmt[2])}`) ? `Etc/GMT${gmt[1]}${Number(gmt[2])}` : undefined;
