@@ -118,8 +118,8 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
     });
   };
 
-  const open = async (width: number, height: number, timezoneId?: string): Promise<{ ctx: BrowserContext; page: Page }> => {
-    const ctx = await browser.newContext({ viewport: { width, height }, deviceScaleFactor: 1, ...(timezoneId === undefined ? {} : { timezoneId }) });
+  const open = async (width: number, height: number, more: { timezoneId?: string; hasTouch?: boolean } = {}): Promise<{ ctx: BrowserContext; page: Page }> => {
+    const ctx = await browser.newContext({ viewport: { width, height }, deviceScaleFactor: 1, ...more });
     const page = await ctx.newPage();
     watch(page);
     return { ctx, page };
@@ -141,7 +141,7 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
 
   // ---- laptop ----
   // Far from the building's zone (UTC): the trend's days must still be the building's.
-  const { page } = await open(1280, 800, 'Pacific/Auckland');
+  const { page } = await open(1280, 800, { timezoneId: 'Pacific/Auckland' });
   const hisReadRanges: string[] = [];
   page.on('request', (r) => {
     if (new URL(r.url()).pathname !== '/api/hisRead') return;
@@ -363,7 +363,7 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   t.pass('and the Modbus register too');
 
   // ---- phone, where the network lets no WebSocket through: values come by watchPoll ----
-  const phone = await open(360, 740);
+  const phone = await open(360, 740, { hasTouch: true });
   allowConsole.push(/WebSocket connection to .*socket\.io.* failed/);
   await phone.ctx.routeWebSocket(/\/socket\.io\//, (ws) => ws.close({ code: 1011, reason: 'blocked by the test' }));
   await login(phone.page, 'phone');
@@ -396,6 +396,19 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   await phone.page.locator('.uplot canvas').first().waitFor();
   await phone.page.getByRole('heading', { name: 'Trend' }).evaluate((el: { scrollIntoView(o: unknown): void }) => el.scrollIntoView({ block: 'start' }));
   await phoneShot('point');
+  // A finger dragged sideways across the trend zooms in, as a mouse drag does.
+  const plotArea = await phone.page.locator('.uplot .u-over').boundingBox();
+  if (plotArea === null) throw new Error('no plot area on the phone');
+  const touch = await phone.ctx.newCDPSession(phone.page);
+  const y = plotArea.y + plotArea.height / 2;
+  const finger = (x: number): { x: number; y: number }[] => [{ x, y }];
+  const hisReadsBefore = count('/api/hisRead');
+  await touch.send('Input.dispatchTouchEvent', { type: 'touchStart', touchPoints: finger(plotArea.x + plotArea.width - 60) });
+  for (const dx of [50, 40, 30, 20, 10, 2]) await touch.send('Input.dispatchTouchEvent', { type: 'touchMove', touchPoints: finger(plotArea.x + plotArea.width - dx) });
+  await touch.send('Input.dispatchTouchEvent', { type: 'touchEnd', touchPoints: [] });
+  await phone.page.locator('[data-trend="raw"]', { hasText: 'zoomed in' }).waitFor();
+  t.ok(count('/api/hisRead') > hisReadsBefore, 'a touch drag zooms in: the stretch read again, sample by sample');
+  await phoneShot('point-zoom');
   await phone.page.getByRole('navigation').getByRole('link', { name: 'Points' }).click();
   await phone.page.locator('[data-point="demo.ahu1.fanSpeed"]').click();
   await phone.page.locator('tr[data-level="17"]', { hasText: '65 %' }).waitFor();

@@ -97,11 +97,46 @@ function Chart({ series, unit, label, span, zone, onZoom, onReset }: ChartProps)
     );
     const reset = (): void => handlers.current.onReset();
     plot.over.addEventListener('dblclick', reset);
+    // Touch: uPlot follows the mouse only. A sideways drag across the plot selects a stretch as a
+    // mouse drag does; an upward or downward one scrolls the page (touch-action: pan-y, style.css).
+    const over = plot.over;
+    let from: number | undefined;
+    const at = (e: PointerEvent): number => Math.min(Math.max(e.clientX - over.getBoundingClientRect().left, 0), over.clientWidth);
+    const none = { left: 0, top: 0, width: 0, height: 0 };
+    const down = (e: PointerEvent): void => {
+      if (e.pointerType !== 'touch') return;
+      from = at(e);
+      over.setPointerCapture(e.pointerId);
+    };
+    const move = (e: PointerEvent): void => {
+      if (from === undefined) return;
+      const x = at(e);
+      plot.setSelect({ left: Math.min(x, from), width: Math.abs(x - from), top: 0, height: over.clientHeight }, false);
+    };
+    const up = (e: PointerEvent): void => {
+      if (from === undefined) return;
+      const [a, b] = [Math.min(at(e), from), Math.max(at(e), from)];
+      from = undefined;
+      plot.setSelect(none, false);
+      if (b - a >= 10) handlers.current.onZoom(plot.posToVal(a, 'x') * 1000, plot.posToVal(b, 'x') * 1000);
+    };
+    const cancel = (): void => {
+      from = undefined;
+      plot.setSelect(none, false);
+    };
+    over.addEventListener('pointerdown', down);
+    over.addEventListener('pointermove', move);
+    over.addEventListener('pointerup', up);
+    over.addEventListener('pointercancel', cancel);
     const ro = new ResizeObserver(() => plot.setSize({ width: width(), height: 260 }));
     ro.observe(host);
     return () => {
       ro.disconnect();
-      plot.over.removeEventListener('dblclick', reset);
+      over.removeEventListener('dblclick', reset);
+      over.removeEventListener('pointerdown', down);
+      over.removeEventListener('pointermove', move);
+      over.removeEventListener('pointerup', up);
+      over.removeEventListener('pointercancel', cancel);
       plot.destroy();
     };
   }, [series, unit, label, span[0], span[1], zone]);
