@@ -120,6 +120,14 @@ function loadSigningKey(dir: string, log: Logger): Uint8Array {
   return key;
 }
 
+/**
+ * Failed logins before a lockout, by key (see lockKeys). A user's own mistakes lock that user at
+ * that address after 5; others behind the same address (a site's NAT, a cloud client's egress)
+ * can still log in until 20 failures come from it, the sign of guessing across accounts. A user
+ * is locked everywhere after 10, against guessing from several addresses.
+ */
+const LOCK_THRESHOLDS = { ua: 5, u: 10, ip: 20 };
+
 export class AuthService {
   private readonly store: Store;
   private readonly model: Model;
@@ -146,7 +154,7 @@ export class AuthService {
     this.log = opts.log;
     this.key = key;
     this.minPasswordLength = opts.minPasswordLength ?? MIN_PASSWORD_LENGTH;
-    this.lockout = new Lockout(opts.clock);
+    this.lockout = new Lockout(opts.clock, { thresholds: LOCK_THRESHOLDS });
   }
 
   static async open(opts: AuthOptions): Promise<AuthService> {
@@ -355,8 +363,10 @@ export class AuthService {
     if (hash === undefined || !ok) throw new HayloftError(ErrorCodes.INVALID_CLIENT, 'unknown client or wrong client secret');
   }
 
+  /** A user at an address, the user from anywhere, the address for every user (LOCK_THRESHOLDS). */
   private lockKeys(username: string, address: string): string[] {
-    return [`u:${username.toLowerCase()}`, `ip:${address}`];
+    const user = username.toLowerCase();
+    return [`ua:${user}@${address}`, `u:${user}`, `ip:${address}`];
   }
 
   private checkLockout(keys: string[]): void {

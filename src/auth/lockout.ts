@@ -1,8 +1,10 @@
 /**
- * Slows down password guessing: after `threshold` consecutive failures for a user name or from
- * an address, further attempts are refused for a time that doubles with each failure (capped).
- * A success clears the user's and the address's count. Kept in memory: a restart forgives, which
- * is acceptable for a LAN device, and keeps failed logins from writing to flash.
+ * Slows down password guessing: after a number of consecutive failures for a key, further
+ * attempts are refused for a time that doubles with each failure (capped). Each key may have its
+ * own threshold, by the kind before its first `:` (see AuthService.lockKeys: a user at an address
+ * locks first, a user from anywhere later, an address for every user last). A success clears its
+ * keys. Kept in memory: a restart forgives, which is acceptable for a LAN device, and keeps
+ * failed logins from writing to flash.
  */
 import type { Clock } from '../lib/clock.js';
 
@@ -13,7 +15,10 @@ interface Entry {
 }
 
 export interface LockoutOptions {
+  /** Failures before a key is locked, unless `thresholds` names its kind. */
   threshold?: number;
+  /** By key kind (`ip` for `ip:10.0.0.7`): failures before such a key is locked. */
+  thresholds?: Record<string, number>;
   baseMs?: number;
   maxMs?: number;
   /** Entries kept at most (oldest forgotten first), so a flood of addresses cannot grow memory. */
@@ -23,6 +28,7 @@ export interface LockoutOptions {
 export class Lockout {
   private readonly entries = new Map<string, Entry>();
   private readonly threshold: number;
+  private readonly thresholds: ReadonlyMap<string, number>;
   private readonly baseMs: number;
   private readonly maxMs: number;
   private readonly maxEntries: number;
@@ -32,6 +38,7 @@ export class Lockout {
     opts: LockoutOptions = {},
   ) {
     this.threshold = opts.threshold ?? 5;
+    this.thresholds = new Map(Object.entries(opts.thresholds ?? {}));
     this.baseMs = opts.baseMs ?? 1000;
     this.maxMs = opts.maxMs ?? 15 * 60_000;
     this.maxEntries = opts.maxEntries ?? 10_000;
@@ -54,8 +61,9 @@ export class Lockout {
       const e = this.entries.get(k) ?? { failures: 0, lockedUntil: 0, last: now };
       e.failures++;
       e.last = now;
-      if (e.failures >= this.threshold) {
-        e.lockedUntil = now + Math.min(this.maxMs, this.baseMs * 2 ** (e.failures - this.threshold));
+      const threshold = this.thresholds.get(k.slice(0, k.indexOf(':'))) ?? this.threshold;
+      if (e.failures >= threshold) {
+        e.lockedUntil = now + Math.min(this.maxMs, this.baseMs * 2 ** (e.failures - threshold));
       }
       this.entries.delete(k);
       this.entries.set(k, e);

@@ -339,7 +339,7 @@ t.test('lockout after repeated failures: 429, Retry-After, and a message that sa
   t.match(locked.body.error_description, /too many failed logins; try again in 1 s/, 'the message says so, and when');
   t.notOk('access_token' in locked.body);
   const fromSameAddress = await r.login(ADMIN.username, ADMIN.password);
-  t.equal(fromSameAddress.status, 429, 'the address is locked too, for every user');
+  t.equal(fromSameAddress.status, 200, 'another user at the same address (behind one NAT) is not locked out by it');
   ok(t, await as(r, r.token).get('about'), 'data ops with a valid token are not affected');
   clock.advance(999);
   t.equal((await r.login('victim@example.com', 'victim-password-1')).status, 429, 'still locked just before the time');
@@ -359,9 +359,9 @@ t.test('lockout after repeated failures: 429, Retry-After, and a message that sa
   // Wrong client secrets lock the address as well.
   clock.advance(60_000);
   await login(t, r, ADMIN.username, ADMIN.password, secrets);
-  for (let i = 0; i < 5; i++) t.equal((await tokenRequest(r.base, { grant_type: 'password', username: ADMIN.username, password: ADMIN.password }, basic(CLIENT.id, 'wrong-client-secret-00'))).status, 401);
+  for (let i = 0; i < 20; i++) t.equal((await tokenRequest(r.base, { grant_type: 'password', username: ADMIN.username, password: ADMIN.password }, basic(CLIENT.id, 'wrong-client-secret-00'))).status, 401);
   const byClient = await r.login(ADMIN.username, ADMIN.password);
-  t.equal(byClient.status, 429, 'five wrong client secrets lock the address');
+  t.equal(byClient.status, 429, 'twenty wrong client secrets lock the address');
   t.ok(Number(byClient.headers.get('retry-after')) >= 1);
   secrets.add('wrong-client-secret-00');
   noSecretsLogged(t, r, secrets);

@@ -91,20 +91,32 @@ t.test('expiry, tampering and foreign tokens', async (t) => {
   await h.close();
 });
 
-t.test('lockout slows guessing and says so', async (t) => {
+t.test('lockout slows guessing and says so; others behind the same address are not locked out by one user', async (t) => {
   const h = await open(tempDir(t));
   await h.auth.bootstrap({ adminUser: 'a@x.io', adminPassword: 'password1', clientId: 'c1', clientSecret: client.secret });
+  await h.auth.addUser('b@x.io', 'password2', 'admin');
   for (let i = 0; i < 5; i++) await t.rejects(h.auth.passwordGrant(client, 'a@x.io', 'wrong', '2.2.2.2'), { code: 'HL_INVALID_GRANT' });
-  const e = (await h.auth.passwordGrant(client, 'a@x.io', 'password1', '3.3.3.3').catch((x: unknown) => x)) as { code: string; retryAfter: number; message: string };
-  t.equal(e.code, 'HL_LOCKED_OUT', 'the user is locked even from another address, right password or not');
+  const e = (await h.auth.passwordGrant(client, 'a@x.io', 'password1', '2.2.2.2').catch((x: unknown) => x)) as { code: string; retryAfter: number; message: string };
+  t.equal(e.code, 'HL_LOCKED_OUT', 'five failures: the user is locked at that address, right password or not');
   t.ok(e.retryAfter >= 1);
   t.match(e.message, /too many failed logins; try again in \d+ s/);
-  await t.rejects(h.auth.passwordGrant(client, 'b@x.io', 'whatever', '2.2.2.2'), { code: 'HL_LOCKED_OUT' }, 'and so is the address');
+  t.ok((await h.auth.passwordGrant(client, 'b@x.io', 'password2', '2.2.2.2')).access_token, 'another user behind the same address (a NAT) logs in');
   h.clock.advance(1500);
-  const ok = await h.auth.passwordGrant(client, 'a@x.io', 'password1', '3.3.3.3');
+  const ok = await h.auth.passwordGrant(client, 'a@x.io', 'password1', '2.2.2.2');
   t.ok(ok.access_token, 'after the wait a right password works');
   // the next wrong try doubles from zero again
-  await t.rejects(h.auth.passwordGrant(client, 'a@x.io', 'wrong', '3.3.3.3'), { code: 'HL_INVALID_GRANT' });
+  await t.rejects(h.auth.passwordGrant(client, 'a@x.io', 'wrong', '2.2.2.2'), { code: 'HL_INVALID_GRANT' });
+
+  // Guessing one account from many addresses: ten failures lock it everywhere.
+  for (let i = 0; i < 9; i++) await t.rejects(h.auth.passwordGrant(client, 'b@x.io', 'wrong', `4.4.4.${i}`), { code: 'HL_INVALID_GRANT' });
+  await t.rejects(h.auth.passwordGrant(client, 'b@x.io', 'wrong', '5.5.5.5'), { code: 'HL_INVALID_GRANT' }, 'the tenth');
+  await t.rejects(h.auth.passwordGrant(client, 'b@x.io', 'password2', '6.6.6.6'), { code: 'HL_LOCKED_OUT' }, 'then the user is locked from any address');
+  h.clock.advance(1500);
+
+  // Guessing across accounts from one address: twenty failures lock the address for everyone.
+  for (let i = 0; i < 20; i++) await t.rejects(h.auth.passwordGrant(client, `nobody${i}@x.io`, 'wrong', '7.7.7.7'), { code: 'HL_INVALID_GRANT' });
+  await t.rejects(h.auth.passwordGrant(client, 'a@x.io', 'password1', '7.7.7.7'), { code: 'HL_LOCKED_OUT' }, 'twenty failures from an address lock it for every user');
+  t.ok((await h.auth.passwordGrant(client, 'a@x.io', 'password1', '8.8.8.8')).access_token, 'not elsewhere');
   await h.close();
 });
 
