@@ -753,9 +753,13 @@ export class EdgeNode {
     // Every message of the pass acknowledged (or the session is gone and nothing moves).
     try {
       await Promise.all(acks);
-    } finally {
+    } catch (e) {
       this.state.releaseClaims();
+      throw e;
     }
+    // The cursors move before the claims go, so no write in between falls behind both unmarked.
+    if (cursors.length > 0) this.state.advance(cursors);
+    this.state.releaseClaims();
     if (lates.length > 0) {
       const at = this.o.clock.now();
       await history.exclusive(
@@ -764,7 +768,6 @@ export class EdgeNode {
       );
     }
     if (cursors.length > 0) {
-      this.state.advance(cursors);
       const at = this.o.clock.now();
       // Draining a backlog (more to come): stored every pass, so a crash mid-drain sends at most
       // one pass again; live, every CURSOR_FLUSH_MS.
