@@ -285,7 +285,6 @@ export function pushGroup(opts: PushOptions): RouteGroup {
     });
   }
 
-
   function engineOf(kit: RouteKit, EngineClass: typeof Engine): Engine {
     maxSessions = kit.limits.maxConnectionsPerAddress;
     const engine = new EngineClass({

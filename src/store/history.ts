@@ -556,7 +556,7 @@ export class HistoryStore {
     );
   }
 
-  private async commit(batch: ReturnType<Store['db']['batch']>, what: string): Promise<void> {
+  private async commit(batch: HisBatch, what: string): Promise<void> {
     try {
       // `sync` is a classic-level option missing from abstract-level's types.
       await batch.write({ sync: true } as object);
@@ -566,7 +566,7 @@ export class HistoryStore {
   }
 
   /** Adds the puts and deletes of one point's write to `batch`; returns the point's new metadata. */
-  private async planWrite(batch: Batch, id: string, kind: HisKind, cols: Cols): Promise<Meta> {
+  private async planWrite(batch: HisBatch, id: string, kind: HisKind, cols: Cols): Promise<Meta> {
     const old = this.metas.get(id);
     if (old !== undefined && old.kind !== kind) {
       throw new HayloftError(ErrorCodes.HIS_KIND, `point ${id} has ${old.kind} history; cannot write ${kind} samples (delete its history first)`);
@@ -589,7 +589,7 @@ export class HistoryStore {
    * Puts samples as chunk(s) replacing the chunk at `oldFirst` (if any): one chunk up to twice
    * the chunk size, else even pieces of about the chunk size.
    */
-  private putChunks(batch: Batch, keys: PointKeys, kind: HisKind, c: Cols, oldFirst: number | undefined): void {
+  private putChunks(batch: HisBatch, keys: PointKeys, kind: HisKind, c: Cols, oldFirst: number | undefined): void {
     const n = c.ts.length;
     const pieces = n <= 2 * this.chunkSize ? 1 : Math.ceil(n / this.chunkSize);
     const per = Math.ceil(n / pieces);
@@ -602,7 +602,7 @@ export class HistoryStore {
   }
 
   /** Merges samples at or before the seal edge into the chunks whose spans they fall in. */
-  private async mergeIntoChunks(batch: Batch, keys: PointKeys, kind: HisKind, cols: Cols, from: number, to: number): Promise<number> {
+  private async mergeIntoChunks(batch: HisBatch, keys: PointKeys, kind: HisKind, cols: Cols, from: number, to: number): Promise<number> {
     const lo = cols.ts[from] as number;
     const hi = cols.ts[to - 1] as number;
     const lowKey = keys.chunk(-Infinity);
@@ -644,7 +644,7 @@ export class HistoryStore {
    * would not, seals everything past the last full chunk (a partial last chunk, the tail, these
    * samples) into chunks, the last of them partial, and leaves the tail empty.
    */
-  private async mergeIntoTail(batch: Batch, keys: PointKeys, m: Meta, cols: Cols, from: number, to: number): Promise<number> {
+  private async mergeIntoTail(batch: HisBatch, keys: PointKeys, m: Meta, cols: Cols, from: number, to: number): Promise<number> {
     const kind = m.kind;
     const n = to - from;
     if (m.tailCount + n < this.chunkSize) {
@@ -751,7 +751,7 @@ export class HistoryStore {
   }
 
   /** Adds the deletes (and rewritten chunk parts) of one span to `batch`; `next` gets the point's new metadata when it removes any. */
-  private async planDelete(batch: Batch, { pointId, start, end }: HisSpan, next: Map<string, Meta | null>): Promise<number> {
+  private async planDelete(batch: HisBatch, { pointId, start, end }: HisSpan, next: Map<string, Meta | null>): Promise<number> {
     const m0 = this.metas.get(pointId);
     if (!(start < end) || m0 === undefined || m0.end < start || m0.start >= end) return 0;
     const m = { ...m0 };
@@ -981,7 +981,6 @@ export class HistoryStore {
   }
 }
 
-type Batch = HisBatch;
 
 function checkRange(start: number, end: number): void {
   if (typeof start !== 'number' || typeof end !== 'number' || Number.isNaN(start) || Number.isNaN(end)) {

@@ -18,7 +18,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Store } from '../store/db.js';
-import type { HisBatch } from '../store/history.js';
+import type { HisBatch, HistoryStore } from '../store/history.js';
 import { type Span, addSpan, parseSpans, subtractSpan } from './spans.js';
 
 export interface Mapping {
@@ -136,11 +136,31 @@ export class SyncState {
   }
 
   /**
-   * Before a point's samples after its cursor are read to be sent (`upTo` Infinity), then once
-   * they are (`upTo` the newest read): until releaseClaims(), a write of samples up to `upTo` and
-   * not after all the point held marks it late (they may be in the batch, or may have been missed
-   * by its read). Call it under the point's history lock (HistoryStore.exclusive) before the read,
-   * so no write is between its hook and its commit.
+   * Before points are read from the store to be sent, under their history locks, so that no write
+   * of them is between its plan hook and its commit: a point read after its cursor is claimed
+   * whole (see claim()); for a point whose first late span is read, what is marked from now on is
+   * kept apart, for ack().
+   */
+  async beginReads(history: HistoryStore, reads: readonly { readonly id: string; readonly late: boolean }[]): Promise<void> {
+    if (reads.length === 0) return;
+    await history.exclusive(
+      reads.map((r) => r.id),
+      () => {
+        for (const r of reads) {
+          const l = r.late ? this.lates.get(r.id) : undefined;
+          if (l !== undefined) l.fresh = [];
+          else if (!r.late) this.claims.set(r.id, Infinity);
+        }
+        return Promise.resolve();
+      },
+    );
+  }
+
+  /**
+   * A point's samples up to `upTo` may be in the batch being sent: until releaseClaims(), a write
+   * of samples up to there, and not wholly after all the point held, marks it late. Infinity
+   * (beginReads) while its read may miss a write; the newest sample read once it has, or once it
+   * was taken from memory (what the store committed, so nothing is missed).
    */
   claim(pointId: string, upTo: number): void {
     this.claims.set(pointId, upTo);
@@ -148,12 +168,6 @@ export class SyncState {
 
   releaseClaims(): void {
     this.claims.clear();
-  }
-
-  /** Before a point's first late span is read to be sent (under its history lock, like claim()). */
-  beginLate(pointId: string): void {
-    const l = this.lates.get(pointId);
-    if (l !== undefined) l.fresh = [];
   }
 
   mapping(localId: string): Mapping | undefined {
@@ -206,6 +220,15 @@ export class SyncState {
       this.cursors.set(id, ts);
       this.unsaved.set(id, ts);
     }
+  }
+
+  /** ack() under the history locks of the points whose late spans were sent, as it requires. */
+  async ackSent(history: HistoryStore, cursors: readonly (readonly [string, number])[], now: number, late: readonly (readonly [string, number, number])[]): Promise<void> {
+    if (late.length === 0) return this.ack(cursors, now);
+    return history.exclusive(
+      late.map(([id]) => id),
+      () => this.ack(cursors, now, late),
+    );
   }
 
   /** Stores the cursors advance() moved (one LevelDB batch), with the time of the acknowledgement. */

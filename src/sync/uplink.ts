@@ -370,13 +370,8 @@ export class Uplink {
         if (budget <= 0 || parts.length >= this.cfg.batchPoints) break;
         if (p.tz !== tz) continue;
         const cursor = this.state.cursor(p.id);
-        // Under the point's lock: no write of it is between its plan hook and its commit, so every
-        // write the read below may miss marks the point late.
-        await history.exclusive([p.id], () => {
-          if (late !== undefined) this.state.beginLate(p.id);
-          else this.state.claim(p.id, Infinity);
-          return Promise.resolve();
-        });
+        // From here every write the read below may miss marks the point late.
+        await this.state.beginReads(history, [{ id: p.id, late: late !== undefined }]);
         const run: Run | null = late !== undefined ? await readAfter(history, p.id, from - 1, budget, Math.min(late[1], cursor)) : await readAfter(history, p.id, cursor, budget);
         if (run === null) {
           // A late span whose samples are gone (deleted meanwhile): nothing to send again.
@@ -414,13 +409,7 @@ export class Uplink {
       if (x.late !== null) late.push([x.p.id, x.late, x.last]);
       else cursors.push([x.p.id, x.last]);
     }
-    const now = this.o.clock.now();
-    if (late.length === 0) await this.state.ack(cursors, now);
-    else
-      await this.o.history.exclusive(
-        late.map(([id]) => id),
-        () => this.state.ack(cursors, now, late),
-      );
+    await this.state.ackSent(this.o.history, cursors, this.o.clock.now(), late);
   }
 
   /** Sends parts as one hisWrite; on a refusal narrows it down to the points refused. */

@@ -86,13 +86,13 @@ t.test('the ack of a late span keeps what was marked since it was read', async (
   await x.his.write('p', 'Number', n(100, 200, 300));
   t.same(x.state.late('p'), [100, 300]);
   // Sent in part (a batch's budget): 100..200; meanwhile 150 and 120 are written again.
-  x.state.beginLate('p');
+  await x.state.beginReads(x.his, [{ id: 'p', late: true }]);
   await x.his.write('p', 'Number', n(150));
   await x.his.write('p', 'Number', n(120));
-  await x.his.exclusive(['p'], () => x.state.ack([], 2, [['p', 100, 200]]));
+  await x.state.ackSent(x.his, [], 2, [['p', 100, 200]]);
   t.same(x.state.lateSpans('p'), [[120, 120], [150, 150], [201, 300]], 'the rest of the span, and the samples written again since the read');
-  x.state.beginLate('p');
-  await x.his.exclusive(['p'], () => x.state.ack([], 3, [['p', 120, 300]]));
+  await x.state.beginReads(x.his, [{ id: 'p', late: true }]);
+  await x.state.ackSent(x.his, [], 3, [['p', 120, 300]]);
   t.same(x.state.lateSpans('p'), [], 'all sent');
   await close(x);
   x = await open(dir);

@@ -617,22 +617,12 @@ export class EdgeNode {
       behind.push({ m, from: Math.max(cursor + 1, st.start), tail: undefined, late: undefined });
     }
     behind.sort((a, b) => a.from - b.from);
-    // Points read from the store, under their locks: no write of them is between its plan hook
-    // and its commit, so every write the reads below may miss marks its point late. (A tail is
-    // what the store committed: taking it misses nothing, and it is claimed once taken.)
-    const reads = behind.filter((b) => b.tail === undefined);
-    if (reads.length > 0) {
-      await history.exclusive(
-        reads.map((b) => b.m.pointId),
-        () => {
-          for (const b of reads) {
-            if (b.late !== undefined) this.state.beginLate(b.m.pointId);
-            else this.state.claim(b.m.pointId, Infinity);
-          }
-          return Promise.resolve();
-        },
-      );
-    }
+    // Points read from the store: from here every write the reads below may miss marks its point
+    // late. (A tail is what the store committed: taking it misses nothing; it is claimed once taken.)
+    await this.state.beginReads(
+      history,
+      behind.filter((b) => b.tail === undefined).map((b) => ({ id: b.m.pointId, late: b.late !== undefined })),
+    );
     for (const { m, tail, late } of behind) {
       if (budget <= 0) {
         more = true;
@@ -760,13 +750,7 @@ export class EdgeNode {
     // The cursors move before the claims go, so no write in between falls behind both unmarked.
     if (cursors.length > 0) this.state.advance(cursors);
     this.state.releaseClaims();
-    if (lates.length > 0) {
-      const at = this.o.clock.now();
-      await history.exclusive(
-        lates.map(([id]) => id),
-        () => this.state.ack([], at, lates),
-      );
-    }
+    if (lates.length > 0) await this.state.ackSent(history, [], this.o.clock.now(), lates);
     if (cursors.length > 0) {
       const at = this.o.clock.now();
       // Draining a backlog (more to come): stored every pass, so a crash mid-drain sends at most

@@ -115,7 +115,8 @@ function Chart({ series, unit, label, span, zone, onZoom, onReset }: ChartProps)
     };
     const up = (e: PointerEvent): void => {
       if (from === undefined) return;
-      const [a, b] = [Math.min(at(e), from), Math.max(at(e), from)];
+      const x = at(e);
+      const [a, b] = [Math.min(x, from), Math.max(x, from)];
       from = undefined;
       plot.setSelect(none, false);
       if (b - a >= 10) handlers.current.onZoom(plot.posToVal(a, 'x') * 1000, plot.posToVal(b, 'x') * 1000);
@@ -308,7 +309,7 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
               {hisErr}
             </p>
           )}
-          {his !== undefined && (
+          {his !== undefined && zone !== undefined && (
             <>
               <p class="muted" data-trend={his.bucket === 'raw' ? 'raw' : 'aggregate'}>
                 {his.bucket === 'raw' ? `${his.xs.length} samples` : `${his.xs.length} averages of ${his.bucket} with their min and max`}
@@ -324,7 +325,7 @@ export function PointPage({ session, id }: { session: Session; id: string }) {
                 {loading && ' · loading…'}
               </p>
               {his.xs.length > 0 ? (
-                <Chart series={his} unit={unit} label={str(rec.dis) || str(rec.name)} span={[start / 1000, end / 1000]} zone={zone ?? Zone.of(undefined)} onZoom={(a, b) => setZoom([Math.max(a, base[0]), Math.min(b, base[1])])} onReset={() => setZoom(undefined)} />
+                <Chart series={his} unit={unit} label={str(rec.dis) || str(rec.name)} span={[start / 1000, end / 1000]} zone={zone} onZoom={(a, b) => setZoom([Math.max(a, base[0]), Math.min(b, base[1])])} onReset={() => setZoom(undefined)} />
               ) : (
                 <p class="muted">No history in this range.</p>
               )}
