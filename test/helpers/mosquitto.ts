@@ -139,9 +139,17 @@ export interface Seen {
 export class SparkplugSubscriber {
   readonly seen: Seen[] = [];
   readonly client: MqttClient;
+  /** Topic and bytes of every message taken, to know the broker's redeliveries again. */
+  private readonly taken = new Set<string>();
   private constructor(client: MqttClient) {
     this.client = client;
-    client.on('message', (topic, payload) => {
+    client.on('message', (topic, payload, packet) => {
+      // QoS 1 is at least once: a message whose PUBACK the broker did not get before it stopped is
+      // delivered again after its restart, marked DUP. A host application drops those; so does
+      // this one (only those: the same bytes published twice by the edge node still count twice).
+      const key = `${topic}\0${payload.toString('base64')}`;
+      if (packet.dup && this.taken.has(key)) return;
+      this.taken.add(key);
       const parts = topic.split('/');
       let decoded: UPayload;
       try {
