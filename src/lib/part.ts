@@ -1,0 +1,55 @@
+/**
+ * A part of the daemon (docs/design/parts.md): a long-lived piece that starts, stops, may say how it
+ * is and registers its own metrics. The app is an ordered list of parts, started in order and
+ * stopped in reverse; nothing else starts or stops them.
+ */
+import type { Metrics } from './metrics.js';
+
+export interface PartHealth {
+  /** False makes /api/health answer 503 (and systemd's watchdog stop being fed, where it applies). */
+  ok: boolean;
+  /** What a reader of /api/health sees of this part (no secrets). */
+  [detail: string]: unknown;
+}
+
+export interface Part {
+  /** Names the part in logs, in /api/health and on the bus (`EventBus.describe`). */
+  readonly name: string;
+  start?(): Promise<void> | void;
+  /** Clears its timers and leaves the bus; safe to call when start failed half-way. */
+  stop?(): Promise<void> | void;
+  /** Registers the part's figures; called once, before start. */
+  metrics?(metrics: Metrics): void;
+  health?(): PartHealth | Promise<PartHealth>;
+}
+
+/** Starts parts in order, stops the started ones in reverse (also when a later start fails). */
+export class Parts {
+  private readonly started: Part[] = [];
+
+  constructor(private readonly onStopError: (part: Part, err: unknown) => void) {}
+
+  /** Starts `part` (after registering its metrics, when given); on failure, nothing more starts. */
+  async start(part: Part, metrics?: Metrics): Promise<void> {
+    if (metrics !== undefined) part.metrics?.(metrics);
+    this.started.push(part);
+    await part.start?.();
+  }
+
+  /** The parts started, in start order. */
+  list(): readonly Part[] {
+    return this.started;
+  }
+
+  /** Stops every started part, newest first; a part that fails to stop is reported, not fatal. */
+  async stopAll(): Promise<void> {
+    while (this.started.length > 0) {
+      const part = this.started.pop() as Part;
+      try {
+        await part.stop?.();
+      } catch (err) {
+        this.onStopError(part, err);
+      }
+    }
+  }
+}
