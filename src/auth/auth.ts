@@ -26,6 +26,7 @@ import type { Store } from '../store/db.js';
 import { Lockout } from './lockout.js';
 import { dummyHash, hashPassword, randomSecret, verifyPassword } from './passwords.js';
 import { Grants, LATER_PERMISSIONS, PERMISSIONS, type Permission, policiesOf } from './permissions.js';
+import type { Part } from '../lib/part.js';
 
 export const ACCESS_TTL_MS = 7 * 24 * 3600_000;
 export const REFRESH_TTL_MS = 30 * 24 * 3600_000;
@@ -128,7 +129,8 @@ function loadSigningKey(dir: string, log: Logger): Uint8Array {
  */
 const LOCK_THRESHOLDS = { ua: 5, u: 10, ip: 20 };
 
-export class AuthService {
+export class AuthService implements Part {
+  readonly name = 'auth';
   private readonly store: Store;
   private readonly model: Model;
   private readonly clock: Clock;
@@ -145,7 +147,6 @@ export class AuthService {
   private usernames: Map<string, string> | undefined;
   /** Bumped on every model change: cached principals (user record, grants) go stale with it. */
   private gen = 0;
-  private unsubscribe: (() => void) | undefined;
 
   private constructor(opts: AuthOptions, key: Uint8Array) {
     this.store = opts.store;
@@ -172,7 +173,7 @@ export class AuthService {
     if (expired.length > 0) await opts.store.auth.batch(expired.map((key) => ({ type: 'del' as const, key })));
     // A deleted user's password hash and sessions are deleted in the same batch as the record,
     // so nothing of it can come back if a record is created again with its id.
-    const unhook = opts.model.addCommitHook((change, ops) => {
+    opts.model.events.on('records.batch', a, (change, ops) => {
       for (const r of change.deleted) {
         if (!r.has('user')) continue;
         const id = (r.get('id') as HRef).id;
@@ -181,7 +182,7 @@ export class AuthService {
       }
     });
     // Users, roles and policies are entities: any model change may change who may do what.
-    const unlisten = opts.model.onChange((change) => {
+    opts.model.events.on('records.committed', a, (change) => {
       a.gen++;
       a.grantsCache.clear();
       a.usernames = undefined;
@@ -191,15 +192,11 @@ export class AuthService {
         for (const s of [...a.sessions.values()]) if (s.userId === id) a.dropSession(s);
       }
     });
-    a.unsubscribe = () => {
-      unhook();
-      unlisten();
-    };
     return a;
   }
 
   stop(): void {
-    this.unsubscribe?.();
+    this.model.events.off(this);
   }
 
   // ---- users and clients ----------------------------------------------------------------

@@ -25,6 +25,8 @@ import { HNumber, type HDict, type HVal } from '../haystack/values.js';
 import type { Clock } from '../lib/clock.js';
 import { ErrorCodes, isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
+import type { EventBus } from '../lib/events.js';
+import type { ModelEvents } from '../model/events.js';
 import type { PointState, WriteStatus } from '../model/point-state.js';
 import type { Effective, PointWriter } from '../model/point-writer.js';
 
@@ -60,6 +62,8 @@ interface Pending {
 export interface WriteQueueOptions {
   points: PointState;
   writer: PointWriter;
+  /** The bus the writer emits 'write.effective' on (model/events.ts). */
+  events: EventBus<ModelEvents>;
   clock: Clock;
   log: Logger;
   /** Asks the poller's timer to run tick() at `at`. */
@@ -85,7 +89,6 @@ export class WriteQueue {
   private readonly inflight = new Set<Promise<void>>();
   private readonly minBackoffMs: number;
   private readonly maxBackoffMs: number;
-  private unlisten: (() => void) | undefined;
   private starting = true;
 
   constructor(opts: WriteQueueOptions) {
@@ -95,7 +98,7 @@ export class WriteQueue {
   }
 
   start(): void {
-    this.unlisten = this.o.writer.onEffective((id, eff) => this.changed(id, eff));
+    this.o.events.on('write.effective', this, (id, eff) => this.changed(id, eff));
   }
 
   /** Points configured at start are in: from now on, new points write only what changes. */
@@ -104,8 +107,7 @@ export class WriteQueue {
   }
 
   async stop(): Promise<void> {
-    this.unlisten?.();
-    this.unlisten = undefined;
+    this.o.events.off(this);
     await Promise.allSettled([...this.inflight]);
     this.byId.clear();
   }

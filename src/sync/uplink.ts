@@ -12,7 +12,7 @@
  * which again only means sending a batch again.
  *
  * Late samples: a write at or before a point's cursor (a backfill, a correction) marks its span
- * in the write's own LevelDB batch (SyncState.markLate, through HistoryStore.onPlan); those spans
+ * in the write's own LevelDB batch (SyncState.markLate, on the bus's 'his.plan'); those spans
  * are sent first, in the same batches, and leave the mark once acknowledged. While a point's
  * samples are read and in flight, it is claimed (SyncState.claim), so a write the read may miss
  * is marked too.
@@ -36,6 +36,8 @@ import { HDateTime, type HDict } from '../haystack/values.js';
 import type { Clock } from '../lib/clock.js';
 import { ErrorCodes, isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
+import type { Metrics } from '../lib/metrics.js';
+import type { Part as DaemonPart } from '../lib/part.js';
 import type { Model } from '../model/model.js';
 import { POINT_KINDS_TEXT, type PointState, type SyncTags, describeKind, pointKind, pointUnit, pointZone } from '../model/point-state.js';
 import type { Store } from '../store/db.js';
@@ -124,7 +126,8 @@ interface PointStatus {
 }
 
 
-export class Uplink {
+export class Uplink implements DaemonPart {
+  readonly name = 'uplink';
   private readonly o: UplinkOptions;
   private readonly cfg: UplinkSettings;
   readonly state: SyncState;
@@ -141,8 +144,6 @@ export class Uplink {
   private running: Promise<void> | null = null;
   private stopping = false;
   private started = false;
-  private unlisten: (() => void) | undefined;
-  private unplan: (() => void) | undefined;
   private phase: UplinkStats['state'] = 'starting';
   private failures = 0;
   private retryAt: number | null = null;
@@ -175,8 +176,8 @@ export class Uplink {
     await this.state.load();
     // Samples written at or before what was sent (a backfill, a correction) are marked in the
     // write's own batch, and sent again (see SyncState.markLate).
-    this.unplan = this.o.history.onPlan((id, first, last, before, batch) => this.state.markLate(id, first, last, before, batch));
-    this.unlisten = this.o.model.onChange((c) => {
+    this.o.history.events.on('his.plan', this, (id, first, last, before, batch) => this.state.markLate(id, first, last, before, batch));
+    this.o.model.events.on('records.committed', this, (c) => {
       this.modelDirty = true;
       for (const r of c.deleted) this.deleted.add((r.get('id') as HRef).id);
     });
@@ -191,8 +192,8 @@ export class Uplink {
     this.phase = 'stopped';
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
-    this.unlisten?.();
-    this.unplan?.();
+    this.o.model.events.off(this);
+    this.o.history.events.off(this);
     this.client.close();
     await this.running;
   }
@@ -451,6 +452,25 @@ export class Uplink {
       this.counters.sentSamples += x.part.run.ts.length;
       this.refreshStatus(x.p.id);
     }
+  }
+
+  /** The uplink's figures (stats()), read at scrape time. */
+  metrics(metrics: Metrics): void {
+    const connector = this.state.name;
+    metrics.gauge('hayloft_uplink_points', 'Points synced upstream, by syncStatus', ['connector', 'syncStatus'], () =>
+      Object.entries(this.stats().byStatus).map(([syncStatus, value]) => ({ labels: { connector, syncStatus }, value })),
+    );
+    metrics.gauge('hayloft_uplink_backlog_points', 'Points with samples not yet acknowledged upstream', ['connector'], () => [{ labels: { connector }, value: this.stats().backlogPoints }]);
+    metrics.gauge('hayloft_uplink_backlog_samples', 'Samples not yet acknowledged upstream (estimated from each point\'s density)', ['connector'], () => [
+      { labels: { connector }, value: this.stats().backlogSamples },
+    ]);
+    metrics.counter('hayloft_uplink_samples_sent_total', 'History samples acknowledged upstream since start', () => this.stats().sentSamples);
+    metrics.counter('hayloft_uplink_batches_sent_total', 'hisWrite batches acknowledged upstream since start', () => this.stats().sentBatches);
+    metrics.counter('hayloft_uplink_errors_total', 'Failed upstream requests since start', () => this.stats().errors);
+    metrics.gauge('hayloft_uplink_consecutive_failures', 'Failed uplink passes in a row (0: the last one succeeded)', ['connector'], () => [{ labels: { connector }, value: this.stats().failures }]);
+    metrics.gauge('hayloft_uplink_last_ack_timestamp_seconds', 'When the upstream last acknowledged a batch (0: never)', ['connector'], () => [
+      { labels: { connector }, value: (this.stats().lastAck ?? 0) / 1000 },
+    ]);
   }
 
   stats(): UplinkStats {
