@@ -1,5 +1,5 @@
 /**
- * src/auth: users, OAuth2 clients, tokens, permissions and impersonation (wire-notes §3).
+ * src/auth: users, OAuth2 clients, tokens, permissions and impersonation (docs/spec/wire-notes.md §3).
  *
  * - Users, roles and action policies are model entities; password hashes are not tags: they
  *   live in the `auth` sublevel (`pw:<userId>`), as do client secrets (`client:<id>`) and
@@ -558,7 +558,7 @@ export class AuthService implements Part {
 
   /**
    * X-IMPERSONATE: act as another user. The caller needs IMPERSONATE and MODEL_READ on the
-   * target user's entity; any failure is the same brief refusal (interface.md).
+   * target user's entity; any failure is the same brief refusal (docs/spec/interface.md).
    */
   impersonate(caller: Principal, targetId: string): Principal {
     const refuse = new HayloftError(ErrorCodes.CANNOT_IMPERSONATE, 'Cannot impersonate');

@@ -1,5 +1,5 @@
 /**
- * Permissions (wire-notes §3): a user's `roleRef` names a `role` whose `actionPolicyRefs` list
+ * Permissions (docs/spec/wire-notes.md §3): a user's `roleRef` names a `role` whose `actionPolicyRefs` list
  * `actionPolicy` entities; each grants `permissions` (List of Str), scoped by an optional
  * `filter` (Str) to the entities it matches. A policy without a filter applies to everything.
  *

@@ -1,7 +1,7 @@
 /**
  * The driver contract: what the poller asks of a protocol (Modbus, BACnet, ...) and nothing more.
  *
- * Drivers know nothing of the model (ARCHITECTURE.md): the poller hands them a connector's tags and
+ * Drivers know nothing of the model (docs/design/README.md): the poller hands them a connector's tags and
  * the tags of its points and gets raw values back. Deciding `curStatus`, units, kinds, stale
  * times, backoff and history is the poller's job, once, for every protocol.
  *

@@ -1,6 +1,6 @@
 /**
  * The events the model layer emits on the bus, with the store's below them (lib/events.ts;
- * docs/design/events.md lists every event, its emitter and its listeners).
+ * docs/design/README.md "Parts and events" lists every event, its emitter and its listeners).
  */
 import type { HDict, HVal } from '../haystack/values.js';
 import type { StoreEvents } from '../store/events.js';

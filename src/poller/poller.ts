@@ -15,7 +15,7 @@
  * so one dead device never delays the others. A bucket that falls behind is not read twice to
  * catch up: it keeps its phase and skips the missed cycles.
  *
- * Status (wire-notes §6): `ok` with `curVal`; `down` (the device does not answer, the link is
+ * Status (docs/spec/wire-notes.md §6): `ok` with `curVal`; `down` (the device does not answer, the link is
  * lost) and `fault` (configuration, or the device refuses the point) with `curErr` and no
  * `curVal`; `stale` keeps the last `curVal` when no fresh value came within the stale time
  * (connector `staleTime`, default three poll times and at least 30 s); `disabled` for a

@@ -191,6 +191,9 @@ export class WriteQueue {
     const now = this.o.clock.now();
     for (const p of this.byId.values()) {
       if (p.target.id !== connId || !p.onOpen || p.want === undefined || p.prepared === undefined) continue;
+      // A device that was away may have restarted and lost the value: what it holds from us is
+      // unknown, so the value counts as a change (due now, writeMinTime still applies).
+      p.sent = undefined;
       p.due = now;
       p.failures = 0;
     }

@@ -1,5 +1,5 @@
 /**
- * The events the store layer emits on the bus (lib/events.ts; docs/design/events.md lists them all).
+ * The events the store layer emits on the bus (lib/events.ts; docs/design/README.md "Parts and events" lists them all).
  */
 import type { Store } from './db.js';
 import type { HisKind, HisValue } from './his-codec.js';

@@ -432,7 +432,7 @@ function unknownRow(id: HRef, err: string): HDict {
 /**
  * A point's watch row. `curStatus` absent means never read (`unknown`), unless a value was set
  * without a status (updateRec of curVal alone, or hisWrite): that value is the point's last
- * known one, so `ok`. `curVal` only with ok or stale (wire-notes §6); `curErr` only when not ok.
+ * known one, so `ok`. `curVal` only with ok or stale (docs/spec/wire-notes.md §6); `curErr` only when not ok.
  */
 function rowOf(rec: HDict): HDict {
   const val = rec.get('curVal');

@@ -1,5 +1,5 @@
 /**
- * History ops (interface.md hisRead / hisWrite, wire-notes §5): hisRead (single point, `id0..idN`
+ * History ops (docs/spec/interface.md hisRead / hisWrite, docs/spec/wire-notes.md §5): hisRead (single point, `id0..idN`
  * multi-point, and the Haystack 4 batch form: rows of `id` with `range` in the meta; POST and
  * GET), hisWrite (single point with meta `id`; multi-point with `vK` columns whose meta carries
  * `id`), and hisDelete (as the WideSky client sends it).

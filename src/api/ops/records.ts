@@ -1,5 +1,5 @@
 /**
- * The record ops of interface.md: read (by filter with limit, by id or fully qualified name),
+ * The record ops of docs/spec/interface.md: read (by filter with limit, by id or fully qualified name),
  * createRec, updateRec, deleteRec (by id or name, or by filter). They translate grids to model
  * calls; the model validates and commits all-or-nothing.
  */

@@ -1,5 +1,5 @@
 /**
- * The watch ops of interface.md: watchSub (open, or append to, a watch), watchPoll (changes since
+ * The watch ops of docs/spec/interface.md: watchSub (open, or append to, a watch), watchPoll (changes since
  * the last poll, or all with `refresh`) and watchUnsub (remove points, or `close`). They read the
  * grid, decide who the caller is and what it may see, and leave the rest to the WatchManager.
  *
