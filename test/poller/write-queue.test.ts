@@ -81,7 +81,7 @@ async function world(t: Test): Promise<World> {
   const log = silentLogger();
   const writer = new PointWriter({ model, points, store: new WriteStore(store, { auditMax: 100 }), clock, log });
   await writer.start();
-  const queue = new WriteQueue({ points, writer, clock, log, wake: () => {} });
+  const queue = new WriteQueue({ points, writer, events: model.events, clock, log, wake: () => {} });
   queue.start();
   // Nothing configured at start: points added from here on write what they are given.
   queue.started();
