@@ -1,8 +1,8 @@
 /**
  * The permission gate: the one place that answers "may this caller do that?" for every entry to
- * the daemon (docs/permissions.md "One gate"): the REST ops (and so the console, which has no
- * other door), GraphQL, push of watch changes over socket.io, the admin and backup routes, and
- * the writes an MQTT host application commands.
+ * the daemon (docs/security.md, "One permission gate"): the REST ops (and so the console, which
+ * has no other door), GraphQL, push of watch changes over socket.io, the admin, backup and
+ * metrics routes, and the writes an MQTT host application commands.
  *
  * A caller is a Principal; its gate answers
  * - require / requireAll: throws HL_FORBIDDEN "permission denied: <what> needs <PERM>";
@@ -11,8 +11,8 @@
  * - watchVisible: the predicate a watch filters its rows by (undefined: sees everything);
  * - authorizeWrite: whether, and at which level, the caller may write a point.
  *
- * A server without authentication, and the daemon acting for itself, use ALLOW_ALL_PRINCIPAL:
- * callers never test for a missing principal.
+ * A server without authentication (and any caller inside the daemon that needs a gate) uses
+ * Gate.OPEN, the gate of ALLOW_ALL_PRINCIPAL: callers never test for a missing principal.
  */
 import { HDict } from '../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
