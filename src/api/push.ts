@@ -42,7 +42,7 @@ import type { Duplex } from 'node:stream';
 import type { Server as Engine, Socket as EngineSocket } from 'engine.io';
 import type { Namespace, Socket } from 'socket.io';
 import type { AuthService } from '../auth/auth.js';
-import { Gate } from '../auth/gate.js';
+import { type Gate, tokenGates } from '../auth/gate.js';
 import { encodeVal, type JsonValue } from '../haystack/json.js';
 import { HRef, type HDict } from '../haystack/values.js';
 import { ErrorCodes, HayloftError, isHayloftError } from '../lib/errors.js';
@@ -133,18 +133,8 @@ export function pushGroup(opts: PushOptions): RouteGroup {
     m.counter('hayloft_push_disconnects_total', 'Sockets the server ended since start, by reason (auth, watch_ended, slow_consumer)', () => 0, ['reason'], labelled('reason', counts.ended));
   }
 
-  async function gateOf(token: string, impersonate: string | undefined): Promise<Gate> {
-    if (auth === null) return Gate.OPEN;
-    const p = auth.cachedPrincipal(token) ?? (await auth.authenticate(token));
-    return Gate.of(impersonate === undefined ? p : auth.impersonate(p, impersonate.trim()));
-  }
-
-  /** The gate of a token known and valid, without a promise; undefined: ask gateOf. */
-  function cachedGate(token: string): Gate | undefined {
-    if (auth === null) return Gate.OPEN;
-    const p = auth.cachedPrincipal(token);
-    return p === undefined ? undefined : Gate.of(p);
-  }
+  // Who each socket's token speaks for, asked again before each batch and every authCheckMs.
+  const gates = tokenGates(auth);
 
   function flush(): void {
     flushing = undefined;
@@ -154,9 +144,9 @@ export function pushGroup(opts: PushOptions): RouteGroup {
       if (!c.socket.connected) continue;
       // The token again, before each batch: a revoked or expired one closes the socket, and
       // changed permissions apply to these events. Known tokens answer without a promise.
-      const cached = c.impersonate === undefined ? cachedGate(c.token) : undefined;
+      const cached = c.impersonate === undefined ? gates.cached(c.token) : undefined;
       if (cached === undefined) {
-        gateOf(c.token, c.impersonate).then(
+        gates.of(c.token, c.impersonate).then(
           (g) => {
             adopt(c, g);
             send(c);
@@ -205,7 +195,7 @@ export function pushGroup(opts: PushOptions): RouteGroup {
   /** Tokens expire and sessions are revoked while a socket is open: check each again. */
   function checkTokens(): void {
     for (const c of clients) {
-      gateOf(c.token, c.impersonate).then(
+      gates.of(c.token, c.impersonate).then(
         (g) => {
           adopt(c, g);
           if (!g.can('WATCH')) drop(c, 'the user lost the WATCH permission');
@@ -230,7 +220,7 @@ export function pushGroup(opts: PushOptions): RouteGroup {
     const imp = socket.handshake.headers['x-impersonate'];
     const fromAuth = (socket.handshake.auth as { impersonate?: unknown } | undefined)?.impersonate;
     const impersonate = typeof fromAuth === 'string' && fromAuth !== '' ? fromAuth : Array.isArray(imp) ? imp[0] : imp;
-    const gate = await gateOf(token, impersonate);
+    const gate = await gates.of(token, impersonate);
     gate.require('WATCH', 'push of watch changes');
     return new PushClient(socket, token, impersonate, gate);
   }

@@ -105,6 +105,29 @@ function forbidden(what: string, perm: Permission): HayloftError {
   return new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: ${what} needs ${perm}`);
 }
 
+/** Gates by access token, for callers that hold a token rather than a request (push sockets). */
+export interface TokenGates {
+  /** The gate of a token known and valid, without a promise; undefined: ask `of`. */
+  cached(token: string): Gate | undefined;
+  /** The gate of a token, acting as `impersonate` when given; rejects as authentication and impersonation refuse. */
+  of(token: string, impersonate?: string): Promise<Gate>;
+}
+
+/** Gates by token from the auth service; every token opens Gate.OPEN on a server without authentication. */
+export function tokenGates(auth: AuthService | null): TokenGates {
+  if (auth === null) return { cached: () => Gate.OPEN, of: () => Promise.resolve(Gate.OPEN) };
+  return {
+    cached(token) {
+      const p = auth.cachedPrincipal(token);
+      return p === undefined ? undefined : Gate.of(p);
+    },
+    async of(token, impersonate) {
+      const p = auth.cachedPrincipal(token) ?? (await auth.authenticate(token));
+      return Gate.of(impersonate === undefined ? p : auth.impersonate(p, impersonate.trim()));
+    },
+  };
+}
+
 /**
  * The gate of a user by name, acting without a token: an MQTT host application's commands are
  * checked as the configured `writeAs` user's pointWrite would be, with the same cached grants.

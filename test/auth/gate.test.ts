@@ -5,7 +5,7 @@
  */
 import t, { type Test } from 'tap';
 import { AuthService } from '../../src/auth/auth.js';
-import { ALLOW_ALL_PRINCIPAL, Gate, gateOfUser } from '../../src/auth/gate.js';
+import { ALLOW_ALL_PRINCIPAL, Gate, gateOfUser, tokenGates } from '../../src/auth/gate.js';
 import { Grants } from '../../src/auth/permissions.js';
 import { HDict, HNumber, HRef, MARKER, type HVal } from '../../src/haystack/values.js';
 import { ManualClock } from '../../src/lib/clock.js';
@@ -110,4 +110,25 @@ t.test('gateOfUser: a user by name with its cached grants; refused when there is
   t.throws(() => g.authorizeWrite(rec(model, 'q'), 1), { code: ErrorCodes.NOT_FOUND });
   t.equal(gateOfUser(auth, 'writer@example.com', 'mqtt writeAs').principal.grants, g.principal.grants, 'the grants are cached, not rebuilt per command');
   t.throws(() => gateOfUser(auth, 'nobody@example.com', 'mqtt writeAs'), { code: ErrorCodes.FORBIDDEN, message: 'the mqtt writeAs user "nobody@example.com" does not exist' });
+});
+
+t.test('tokenGates: the gate of a token, cached once verified; Gate.OPEN without authentication', async (t) => {
+  const { model, auth } = await open(t);
+  const client = { id: 'c1', secret: 'client-secret-0123456789' };
+  await auth.addClient(client.id, client.secret);
+  const [pol] = await model.create([HDict.of({ actionPolicy: MARKER, name: 'r', permissions: ['MODEL_READ', 'WATCH'], filter: 'open' })]);
+  const [role] = await model.create([HDict.of({ role: MARKER, name: 'reader', actionPolicyRefs: [pol?.get('id') as HRef] })]);
+  await auth.addUser('reader@example.com', 'reader-password-1', (role?.get('id') as HRef).id);
+  const { access_token: token } = await auth.passwordGrant(client, 'reader@example.com', 'reader-password-1', '10.0.0.1');
+  const gates = tokenGates(auth);
+  t.equal(gates.cached(token), undefined, 'not verified yet');
+  const g = await gates.of(token);
+  t.equal(g.principal.username, 'reader@example.com');
+  t.equal(gates.cached(token), g, 'then known without a promise, the same gate');
+  t.ok(g.watchVisible()?.(rec(model, 'p')) === true && g.watchVisible()?.(rec(model, 'q')) === false, 'its permissions');
+  await t.rejects(gates.of('not-a-token'), { code: ErrorCodes.UNAUTHORIZED });
+  await t.rejects(gates.of(token, 'admin'), { code: ErrorCodes.CANNOT_IMPERSONATE }, 'impersonation needs IMPERSONATE');
+  const none = tokenGates(null);
+  t.equal(none.cached('anything'), Gate.OPEN);
+  t.equal(await none.of('anything'), Gate.OPEN);
 });
