@@ -37,7 +37,7 @@ import { Uplink } from './sync/index.js';
 import { DriverRegistry } from './drivers/registry.js';
 import { builtinDriverKinds } from './drivers/kinds.js';
 import type { CommandWrite, EdgeNode } from './sync/mqtt/index.js';
-import { Grants, policiesOf } from './auth/permissions.js';
+import { gateOfUser } from './auth/gate.js';
 import { Poller } from './poller/index.js';
 import type { Commissioning } from './poller/commission.js';
 
@@ -314,18 +314,13 @@ export class App {
 
   /**
    * A DCMD from an MQTT host application, written through pointWrite's path: the priority array
-   * at the configured level, checked against the permissions of the configured Hayloft user
-   * (POINT_WRITE, its filter and highest level), audited like any write.
+   * at the configured level, authorised by the gate of the configured Hayloft user as its
+   * pointWrite would be (auth/gate.ts), audited like any write.
    */
   private async command(w: CommandWrite): Promise<void> {
-    const user = this.model
-      .idsWithTag('user')
-      .map((id) => this.model.stored(id))
-      .find((u) => u?.get('username') === w.user);
-    if (user === undefined) throw new HayloftError(ErrorCodes.FORBIDDEN, `the mqtt writeAs user "${w.user}" does not exist`);
-    const grants = new Grants(this.model, policiesOf(this.model, user));
+    const gate = gateOfUser(this.auth, w.user, 'mqtt writeAs');
     const val = w.value === null ? null : typeof w.value === 'number' ? new HNumber(w.value) : w.value;
-    await this.writer.write({ id: w.pointId, level: w.level, val, who: w.who, actor: { user: w.user }, authorize: (rec, level) => grants.authorizeWrite(rec, level) });
+    await this.writer.write({ id: w.pointId, level: w.level, val, who: w.who, actor: { user: w.user }, authorize: gate.authorizeWrite });
   }
 
   /**

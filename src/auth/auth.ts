@@ -25,7 +25,7 @@ import type { Model } from '../model/model.js';
 import type { Store } from '../store/db.js';
 import { Lockout } from './lockout.js';
 import { dummyHash, hashPassword, randomSecret, verifyPassword } from './passwords.js';
-import { Grants, LATER_PERMISSIONS, PERMISSIONS, type Permission, policiesOf } from './permissions.js';
+import { type Access, Grants, LATER_PERMISSIONS, PERMISSIONS, type Permission, policiesOf } from './permissions.js';
 import type { Part } from '../lib/part.js';
 
 export const ACCESS_TTL_MS = 7 * 24 * 3600_000;
@@ -49,7 +49,7 @@ export interface Principal {
   userId: string;
   username: string;
   user: HDict;
-  grants: Grants;
+  grants: Access;
   sid: string;
   /** The real caller's user id when this principal is impersonated. */
   impersonatedBy?: string;
@@ -527,6 +527,16 @@ export class AuthService implements Part {
     const user = this.model.get(userId);
     if (user === undefined || !user.has('user')) return undefined;
     return { userId, username: String(user.get('username') ?? ''), user, grants: this.grantsOf(userId, user), sid };
+  }
+
+  /**
+   * The principal of a user acting without a session (an MQTT host application's commands run as
+   * the configured `writeAs` user), holding the same cached grants as that user's requests;
+   * undefined when no such user exists.
+   */
+  userPrincipal(username: string): Principal | undefined {
+    const id = this.userIdByName(username);
+    return id === undefined ? undefined : this.principal(id, '');
   }
 
   /**

@@ -8,7 +8,7 @@ import { durationMs } from '../../haystack/duration.js';
 import { HDict, HGrid, HNumber, HRef, type HVal } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import type { Commissioning } from '../../poller/commission.js';
-import { type Op, type OpRequest, demand } from '../op.js';
+import { type Op, type OpRequest } from '../op.js';
 
 const DISCOVER_COLS = ['dis', 'uri', 'bacnetDevice', 'vendorName', 'modelName', 'segmentation', 'maxApdu', 'connRef'];
 const MAX_INSTANCE = 4194303;
@@ -52,7 +52,6 @@ export const discoverOp: Op = {
   methods: ['POST'],
   permission: 'MODEL_CREATE',
   async run(req) {
-    demand(req, 'MODEL_CREATE', undefined, 'discover');
     const row = oneRow(req);
     const proto = row.get('proto');
     if (proto !== 'bacnet') throw bad(`proto must be the Str "bacnet"${typeof proto === 'string' ? ` (not "${proto}")` : ''}`);
@@ -89,8 +88,7 @@ export const learnOp: Op = {
     const id = req.ctx.model.resolveId(ref.id);
     const rec = id === undefined ? undefined : req.ctx.model.get(id);
     if (id === undefined || rec === undefined) throw new HayloftError(ErrorCodes.NOT_FOUND, `connId @${ref.id}: no such record`);
-    demand(req, 'MODEL_READ', rec, `learn of @${ref.id}`);
-    demand(req, 'MODEL_CREATE', undefined, 'learn');
+    req.gate.require('MODEL_READ', `learn of @${ref.id}`, rec);
     const arg = row.get('arg');
     if (arg !== undefined && typeof arg !== 'string') throw bad('arg must be a Str: the `learn` value of a group row');
     const rows = await (await service(req)).learn(id, arg);
