@@ -24,11 +24,17 @@ function infoOfLoaded(d: Driver): DriverInfo {
   };
 }
 
-/** Why a driver does not match its kind's tags and features; undefined when it does. */
-function mismatch(kind: DriverInfo, d: Driver): string | undefined {
-  const tags = d.name !== kind.name || d.connTag !== kind.connTag || d.refTag !== kind.refTag || d.curTag !== kind.curTag || d.writeTag !== kind.writeTag;
-  if (tags || d.covTags?.marker !== kind.covTags?.marker || d.covTags?.lifetime !== kind.covTags?.lifetime) return 'does not have the tags of its kind';
-  return undefined;
+/** Whether a loaded driver has the tags its kind said (what the model and the ops were told). */
+function sameTags(kind: DriverInfo, d: Driver): boolean {
+  return (
+    d.name === kind.name &&
+    d.connTag === kind.connTag &&
+    d.refTag === kind.refTag &&
+    d.curTag === kind.curTag &&
+    d.writeTag === kind.writeTag &&
+    d.covTags?.marker === kind.covTags?.marker &&
+    d.covTags?.lifetime === kind.covTags?.lifetime
+  );
 }
 
 /** Why a kind's features disagree with what it declares; undefined when they agree. */
@@ -144,8 +150,7 @@ export class DriverRegistry {
     let p = this.loading.get(kind);
     if (p === undefined) {
       p = kind.load().then((d) => {
-        const wrong = mismatch(kind, d);
-        if (wrong !== undefined) throw new Error(`driver ${d.name} ${wrong} ${kind.name}`);
+        if (!sameTags(kind, d)) throw new Error(`driver ${d.name} does not have the tags of its kind ${kind.name}`);
         this.kinds.splice(this.kinds.indexOf(kind), 1);
         this.drivers.push(d);
       });
