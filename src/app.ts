@@ -188,15 +188,15 @@ export class App {
       metrics,
     );
     try {
+      // Built first (no I/O until a connector opens): the model learns the connector markers and
+      // record checks from it, point state which tags name a driver's connector.
+      const drivers = driversOf(config, log);
       const events = new EventBus<ModelEvents>();
-      const model = await Model.load({ records: new RecordStore(store), clock, events });
+      const model = await Model.load({ records: new RecordStore(store), clock, events, drivers });
       const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir });
       await parts.start(auth, metrics);
       const history = new HistoryStore(store, { events });
       await parts.start(history, metrics);
-      // Built here (no I/O until a connector opens) so point state knows which tags name a
-      // driver's connector, for the ops as for the poller.
-      const drivers = driversOf(config, log);
       await parts.start({ name: 'drivers', stop: () => drivers.close() });
       const points = new PointState({ model, history, drivers: drivers.tags() });
       await parts.start({ name: 'points', metrics: (m) => points.metrics(m) }, metrics);
@@ -211,8 +211,9 @@ export class App {
         limits: { maxWatchesPerUser: config.watchMaxPerUser, maxPointsPerWatch: config.watchMaxPoints },
       });
       const bootTime = clock.now();
-      // Loaded on the first discover or learn: it brings the BACnet library, which a Hayloft
-      // without BACnet connectors never loads otherwise (drivers/kinds.ts).
+      // Loaded on the first discover or learn, which loads a driver's commissioning code and
+      // protocol library (the BACnet library, which a Hayloft without BACnet connectors never
+      // loads otherwise: drivers/bacnet/kind.ts).
       let commissioning: Promise<Commissioning> | undefined;
       const commission = (): Promise<Commissioning> =>
         (commissioning ??= import('./poller/commission.js').then((m) => {
@@ -233,6 +234,7 @@ export class App {
           history,
           points,
           writer,
+          drivers: drivers.infos(),
           commission,
         },
         log,
@@ -405,8 +407,8 @@ function driversOf(c: Config, log: Logger): DriverRegistry {
         port: c.bacnetPort,
         timeoutMs: c.bacnetTimeoutMs,
         ...(c.bacnetBroadcast === '' ? {} : { broadcastAddress: c.bacnetBroadcast }),
+        log: (message) => log.info({ driver: 'bacnet' }, message),
       },
-      bacnetLog: (message) => log.info({ driver: 'bacnet' }, message),
     }),
   );
 }

@@ -29,6 +29,27 @@ export interface ServerInfo {
   bootTime: number;
 }
 
+/**
+ * A protocol driver as the ops see it: the driver registry's DriverInfo (drivers/driver.ts),
+ * which the api layer may not import; the app passes the registry's list.
+ */
+export interface DriverListing {
+  /** `modbus`, `bacnet`: the `proto` of discover. */
+  readonly name: string;
+  /** `Modbus`, `BACnet`. */
+  readonly dis: string;
+  /** The marker of its connectors (`modbusConn`). */
+  readonly connTag: string;
+  /** The Ref tag on its points naming their connector (`modbusConnRef`). */
+  readonly refTag: string;
+  /** The point tag of the address it reads (`modbusCur`). */
+  readonly curTag: string;
+  /** The point tag of the address it writes (`modbusWrite`), for drivers that write. */
+  readonly writeTag?: string;
+  /** What it supports, by feature name (cur, write, his, learn, discover, cov). */
+  readonly features: Readonly<Record<string, boolean>>;
+}
+
 /** The services an op may use. Grows as capabilities land (auth, history, watches). */
 export interface OpContext {
   model: Model;
@@ -43,7 +64,9 @@ export interface OpContext {
   points: PointState;
   /** Priority arrays of writable points (pointWrite, pointWriteAudit). */
   writer: PointWriter;
-  /** Discovery and learning through the drivers (discover, learn); absent in servers built without drivers.  Loaded on first use: it brings the BACnet library. */
+  /** The protocol drivers this server has, loaded or not (the `drivers` op, discover's `proto`). Absent: none. */
+  drivers?: readonly DriverListing[];
+  /** Discovery and learning through the drivers (discover, learn); absent in servers built without drivers.  Loaded on first use; the drivers load their protocol libraries only when asked. */
   commission?: () => Promise<Commissioning>;
 }
 

@@ -30,22 +30,26 @@ import type { ModelChange, ModelEvents } from './events.js';
 
 export type { CommitHook, ModelChange, ModelListener, TransientListener } from './events.js';
 
-/** The markers that say what an entity is; each entity has exactly one. */
-export const PRIMARY_MARKERS: readonly string[] = [
-  'site',
-  'space',
-  'equip',
-  'point',
-  'device',
-  'conn',
-  'modbusConn',
-  'bacnetConn',
-  'weatherStation',
-  'user',
-  'role',
-  'actionPolicy',
-];
-const PRIMARY = new Set(PRIMARY_MARKERS);
+/**
+ * The markers that say what an entity is; each entity has exactly one. The connector markers of
+ * the drivers (`modbusConn`) are primary markers too, learnt from the driver registry at load
+ * (ModelOptions.drivers), after `conn`.
+ */
+export const PRIMARY_MARKERS: readonly string[] = ['site', 'space', 'equip', 'point', 'device', 'conn', 'weatherStation', 'user', 'role', 'actionPolicy'];
+
+/**
+ * What the model knows of the protocol drivers: the driver registry (drivers/registry.ts), given
+ * by the composition root (the model may not import drivers/, .dependency-cruiser.cjs).
+ */
+export interface DriverCatalog {
+  /** The markers of connector records (`modbusConn`, `bacnetConn`). */
+  connMarkers(): readonly string[];
+  /**
+   * Checks a record created (old undefined) or updated against the drivers' rules (a Modbus
+   * connector's register map); throws a HayloftError to refuse it.
+   */
+  checkRecord(rec: HDict, old: HDict | undefined): void;
+}
 
 /** Parent tags, in precedence order, and the marker their target must carry. */
 const PARENT_TAGS: readonly [string, string][] = [
@@ -190,12 +194,18 @@ export interface ModelOptions {
    * shared by every part); a model built alone (tests, CLI commands) makes its own.
    */
   events?: EventBus<ModelEvents>;
+  /** The drivers: their connector markers and record checks. Absent: no connector marker but `conn`. */
+  drivers?: DriverCatalog;
 }
 
 export class Model {
   private readonly records: RecordStore;
   private readonly clock: Clock;
   private readonly newId: () => string;
+  private readonly drivers: DriverCatalog | undefined;
+  /** PRIMARY_MARKERS with the drivers' connector markers. */
+  private readonly primary: readonly string[];
+  private readonly isPrimary: ReadonlySet<string>;
   private readonly byId = new Map<string, HDict>();
   private readonly transient = new Map<string, Record<string, HVal>>();
   private readonly children = new Map<string, Map<string, string>>();
@@ -215,6 +225,10 @@ export class Model {
     this.clock = opts.clock;
     this.newId = opts.newId ?? (() => crypto.randomUUID());
     this.events = opts.events ?? new EventBus<ModelEvents>();
+    this.drivers = opts.drivers;
+    const conn = PRIMARY_MARKERS.indexOf('conn') + 1;
+    this.primary = [...PRIMARY_MARKERS.slice(0, conn), ...(opts.drivers?.connMarkers() ?? []), ...PRIMARY_MARKERS.slice(conn)];
+    this.isPrimary = new Set(this.primary);
   }
 
   /** Loads every stored record and builds the indexes. */
@@ -431,6 +445,8 @@ export class Model {
           rec.mod = now;
           const dict = this.check(tx, HDict.adopt(rec));
           guard.create?.(dict);
+          // After the caller's rights: a refused caller learns nothing of the drivers' rules.
+          this.drivers?.checkRecord(dict, undefined);
           tx.put(dict);
           created.push(dict);
         } catch (e) {
@@ -466,7 +482,7 @@ export class Model {
             if (tag === 'id') continue;
             if (LIVE_TAGS.has(tag)) throw liveTag(tag);
             if (tag === 'mod') continue;
-            if (PRIMARY.has(tag) && (v === REMOVE) === old.has(tag)) {
+            if (this.isPrimary.has(tag) && (v === REMOVE) === old.has(tag)) {
               throw invalid(`the primary marker "${tag}" of ${label(old, id)} cannot be ${v === REMOVE ? 'removed' : 'added'}`);
             }
             if (v === REMOVE) {
@@ -484,6 +500,7 @@ export class Model {
             rec.mod = now;
             dict = this.check(tx, HDict.adopt(rec));
             guard.update?.(old, dict);
+            this.drivers?.checkRecord(dict, old);
             tx.put(dict);
           }
           updated.push(dict);
@@ -552,11 +569,11 @@ export class Model {
   /** Validates a new version of a record against the transaction; returns it (Refs resolved). */
   private check(tx: Tx, rec: HDict): HDict {
     const id = idOf(rec);
-    const primaries = rec.names().filter((t) => PRIMARY.has(t));
+    const primaries = rec.names().filter((t) => this.isPrimary.has(t));
     if (primaries.length !== 1) {
       throw invalid(
         primaries.length === 0
-          ? `a record needs one primary marker (${PRIMARY_MARKERS.join(', ')}); none given`
+          ? `a record needs one primary marker (${this.primary.join(', ')}); none given`
           : `a record has exactly one primary marker; got ${primaries.join(', ')}`,
       );
     }

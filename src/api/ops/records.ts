@@ -6,7 +6,6 @@
 import { HDict, HGrid, HNumber, HRef } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import type { CommitGuard } from '../../model/model.js';
-import { checkRegMap } from '../../poller/reg-map-check.js';
 import { type Op, type OpRequest } from '../op.js';
 
 /** Users, roles and policies decide who may do what: changing them needs USER_ADMIN too. */
@@ -17,9 +16,9 @@ function isSecurityRecord(rec: HDict): boolean {
 }
 
 /**
- * Per-record checks for one request, run by the model inside its transaction: permissions, and a
- * `modbusRegMap` parsed whole (a driver's format the model layer cannot read; refusing it here
- * keeps a bad map from being stored, all or nothing with the rest of the request).
+ * Per-record checks for one request, run by the model inside its transaction: permissions. (The
+ * drivers' checks of their tags, a `modbusRegMap` parsed whole, the model runs after these for
+ * every write: DriverInfo.checkRecord.)
  */
 function guardOf(req: OpRequest): CommitGuard {
   const admin = (rec: HDict): void => {
@@ -34,14 +33,11 @@ function guardOf(req: OpRequest): CommitGuard {
     create(rec) {
       req.gate.require('MODEL_CREATE', `creating ${label(rec)}`, rec);
       admin(rec);
-      checkRegMap(rec);
     },
     update(old, rec) {
       req.gate.require('MODEL_UPDATE', `updating ${label(old)}`, old);
       req.gate.require('MODEL_UPDATE', `updating ${label(old)} that way`, rec);
       admin(old);
-      // Only a changed map is checked: a connector stored before this check stays editable.
-      if (rec.get('modbusRegMap') !== old.get('modbusRegMap') || rec.has('modbusConn') !== old.has('modbusConn')) checkRegMap(rec);
     },
     delete(rec) {
       req.gate.require('MODEL_DELETE', `deleting ${label(rec)}`, rec);
