@@ -403,11 +403,24 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   const y = plotArea.y + plotArea.height / 2;
   const finger = (x: number): { x: number; y: number }[] => [{ x, y }];
   const hisReadsBefore = count('/api/hisRead');
+  // Wait for the stretch's own hisRead, not just for "zoomed in": before noon (UTC, the server's
+  // zone) today is short enough to be drawn raw already, so the page says "raw … zoomed in" the
+  // moment the drag ends, over the day's samples, before the stretch is even asked for.
+  const reread = phone.page.waitForResponse((r) => new URL(r.url()).pathname === '/api/hisRead' && r.request().method() === 'POST');
   await touch.send('Input.dispatchTouchEvent', { type: 'touchStart', touchPoints: finger(plotArea.x + plotArea.width - 60) });
   for (const dx of [50, 40, 30, 20, 10, 2]) await touch.send('Input.dispatchTouchEvent', { type: 'touchMove', touchPoints: finger(plotArea.x + plotArea.width - dx) });
   await touch.send('Input.dispatchTouchEvent', { type: 'touchEnd', touchPoints: [] });
-  await phone.page.locator('[data-trend="raw"]', { hasText: 'zoomed in' }).waitFor();
+  const res = await reread;
   t.ok(count('/api/hisRead') > hisReadsBefore, 'a touch drag zooms in: the stretch read again, sample by sample');
+  // The stretch asked for lies in today (the trend's window) and is only part of it.
+  const range = (JSON.parse(res.request().postData() ?? '{}') as { rows?: { range?: string }[] }).rows?.[0]?.range ?? '';
+  const [a, b] = range.replace(/^s:/, '').split(',').map((d) => Date.parse(d.replace(/ UTC$/, '')));
+  const midnight = b === undefined ? NaN : Date.parse(new Date(b).toISOString().slice(0, 10));
+  t.ok(a !== undefined && b !== undefined && midnight <= a && a < b && b <= Date.now() && b - a < (Date.now() - midnight) / 2, `the stretch dragged across, inside today: ${range}`);
+  // And the page draws what that read answered.
+  const samples = ((await res.json()) as { rows: unknown[] }).rows.length;
+  await phone.page.locator('[data-trend="raw"]', { hasText: new RegExp(`^${samples} samples · zoomed in`) }).waitFor();
+  t.pass(`the page shows the stretch: ${samples} samples, zoomed in`);
   await phoneShot('point-zoom');
   await phone.page.getByRole('navigation').getByRole('link', { name: 'Points' }).click();
   await phone.page.locator('[data-point="demo.ahu1.fanSpeed"]').click();
