@@ -156,7 +156,9 @@ export class Outbox {
   /**
    * The points of `ids` with samples to send, oldest first: by where their late spans start
    * (written at or before the cursor: sent again up to it), else by the first sample after the
-   * cursor (at least cursor + 1). The history store's stats are in memory: a Map lookup a point.
+   * cursor (at least cursor + 1); ties in the order of `ids` (live, 10,000 points often share
+   * one instant: a comparison of ids each would cost more than the sort). The history store's
+   * stats are in memory: a Map lookup a point.
    */
   pending(ids: Iterable<string>): Due[] {
     const { history } = this.o;
@@ -183,7 +185,7 @@ export class Outbox {
       }
       out.push({ id, from: Math.max(cursor + 1, st.start), late: undefined, tail: false });
     }
-    out.sort((a, b) => a.from - b.from || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    out.sort((a, b) => a.from - b.from);
     return out;
   }
 
@@ -207,6 +209,7 @@ export class Outbox {
    * releaseClaims(). `kind` is the point's, for a tail (the store's runs carry their own).
    */
   async read(due: Due, kind: HisKind, max: number): Promise<Read> {
+    if (due.tail) return this.readTail(due, kind, max);
     const { history } = this.o;
     const cursor = this.state.cursor(due.id);
     let run: Run | null;
@@ -214,10 +217,6 @@ export class Outbox {
     if (due.late !== undefined) {
       run = await readAfter(history, due.id, due.late[0] - 1, max, Math.min(due.late[1], cursor));
       full = run !== null && run.ts.length >= max;
-    } else if (due.tail) {
-      const t = this.tails.get(due.id);
-      run = t === undefined ? null : tailRun(kind, t, cursor, max);
-      full = t !== undefined && run !== null && run.ts.length === max && t.ts.length > max;
     } else if (this.o.tails === true) {
       // Known from the start of the read: writes committed meanwhile are kept, and those the read
       // also saw are dropped after it.
@@ -236,14 +235,26 @@ export class Outbox {
     return { run, full };
   }
 
+  /**
+   * read() of a point pending from its tail, without a promise: live, every point is, and a
+   * pass of 10,000 of them would wait on 10,000 promises that have nothing to wait for.
+   */
+  readTail(due: Due, kind: HisKind, max: number): Read {
+    const t = this.tails.get(due.id);
+    const run = t === undefined ? null : tailRun(kind, t, this.state.cursor(due.id), max);
+    if (run === null) return { run, full: false };
+    this.state.claim(due.id, run.ts[run.ts.length - 1] as number);
+    return { run, full: run.ts.length === max && (t as Tail).ts.length > max };
+  }
+
   /** What sending `run` of `due` acknowledges, once the upstream has it. */
   sent(due: Due, run: Run): Sent {
     return { id: due.id, last: run.ts[run.ts.length - 1] as number, late: due.late === undefined ? null : due.late[0] };
   }
 
   /** A late span whose samples are gone (deleted meanwhile): nothing to send again. */
-  settled(due: Due & { late: Span }): Sent {
-    return { id: due.id, last: due.late[1], late: due.late[0] };
+  settled(id: string, late: Span): Sent {
+    return { id, last: late[1], late: late[0] };
   }
 
   /** Ends the claims of the reads: call it once what was read is acknowledged, or failed. */

@@ -116,6 +116,8 @@ export class Uplink {
   private readonly client: UpstreamClient;
   private readonly mapper: Mapper;
   private points = new Map<string, SyncPoint>();
+  /** The ids of `points` sorted: pending points that tie go by id (deterministic batches). */
+  private order: string[] = [];
   private modelDirty = true;
   private batchSamples: number;
   private timer: NodeJS.Timeout | undefined;
@@ -258,6 +260,7 @@ export class Uplink {
     // faults of the others are looked at afresh.
     this.outbox.resetStatus(next, badKind);
     this.points = next;
+    this.order = [...next.keys()].sort();
     let outcome;
     try {
       outcome = await this.mapper.sync([...next.keys()]);
@@ -302,7 +305,7 @@ export class Uplink {
         const { run } = await this.outbox.read(due, p.kind, budget);
         if (run === null) {
           // A late span whose samples are gone (deleted meanwhile): nothing to send again.
-          if (due.late !== undefined) settled.push(this.outbox.settled({ ...due, late: due.late }));
+          if (due.late !== undefined) settled.push(this.outbox.settled(due.id, due.late));
           continue;
         }
         if (run.kind !== p.kind) {
@@ -324,7 +327,7 @@ export class Uplink {
   }
 
   private *eligibleIds(): Iterable<string> {
-    for (const id of this.points.keys()) if (this.eligible(id)) yield id;
+    for (const id of this.order) if (this.eligible(id)) yield id;
   }
 
   /** Sends parts as one hisWrite; on a refusal narrows it down to the points refused. */

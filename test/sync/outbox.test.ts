@@ -64,7 +64,7 @@ async function stored(x: Open, id: string): Promise<number> {
   return s.cursor(id);
 }
 
-t.test('pending: late spans and samples after the cursor, oldest first, ties by id', async (t) => {
+t.test('pending: late spans and samples after the cursor, oldest first, ties in the order given', async (t) => {
   const x = await open(tempDir(t));
   t.teardown(() => close(x));
   await x.his.write('b', 'Number', n(100, 200, 300));
@@ -84,6 +84,9 @@ t.test('pending: late spans and samples after the cursor, oldest first, ties by 
     { id: 'a', from: 100, late: undefined, tail: false },
     { id: 'b', from: 101, late: undefined, tail: false },
   ], 'a late span goes first, from where it starts');
+  await x.his.write('e', 'Number', n(100));
+  t.same(x.box.pending(['e', 'a']).map((d) => d.id), ['e', 'a'], 'a tie keeps the order given');
+  t.same(x.box.pending(['a', 'e']).map((d) => d.id), ['a', 'e']);
 });
 
 t.test('read, claim and ack: the cursor moves once acknowledged, stored at once; a write into the batch in flight is late', async (t) => {
@@ -138,7 +141,7 @@ t.test('a late span whose samples are gone is settled', async (t) => {
   const r = await x.box.read(due, 'Number', 10);
   t.equal(r.run, null, 'nothing to read');
   t.notOk(r.full);
-  await x.box.ack([x.box.settled({ ...due, late: due.late })]);
+  await x.box.ack([x.box.settled(due.id, due.late)]);
   x.box.releaseClaims();
   t.same(x.box.state.lateSpans('p'), [], 'the span is gone');
   t.same(x.box.pending(['p']), []);
@@ -189,6 +192,7 @@ t.test('tails: what the store commits after a cursor is read from memory', async
   if (due === undefined) throw new Error('p is pending');
   // Not read from the store: deleting the samples there leaves the tail's copy (a delete of a
   // point's history ends its tail, see below).
+  t.same(x.box.readTail(due, 'Number', 1).run?.ts, Float64Array.of(300), 'readTail: the same without a promise');
   let r = await x.box.read(due, 'Number', 1);
   t.same([...(r.run?.ts ?? [])], [300]);
   t.same([...((r.run?.val as Float64Array | undefined) ?? [])], [30]);

@@ -552,12 +552,12 @@ export class EdgeNode {
         break;
       }
       const m = this.cat.byPoint.get(due.id) as MetricDef;
-      // Late samples go as historical, up to the cursor (what is after it goes as usual).
-      const { run, full } = await this.outbox.read(due, kindOf(m), Math.min(READ_MAX, budget));
+      const max = Math.min(READ_MAX, budget);
+      const { run, full } = due.tail ? this.outbox.readTail(due, kindOf(m), max) : await this.outbox.read(due, kindOf(m), max);
       if (full) more = true;
       if (run === null) {
         if (due.late !== undefined) {
-          sent.push(this.outbox.settled({ ...due, late: due.late }));
+          sent.push(this.outbox.settled(due.id, due.late));
           more = true;
         }
         continue;
@@ -570,6 +570,7 @@ export class EdgeNode {
       sent.push(this.outbox.sent(due, run));
       let liveFrom = 0;
       if (due.late !== undefined) {
+        // Late samples go as historical, up to the cursor (what is after it goes as usual).
         liveFrom = run.ts.length;
         more = true;
       } else {
