@@ -1,4 +1,4 @@
-// The dependency direction of ARCHITECTURE.md, enforced in CI (`npm run depcheck`).
+// The dependency direction of docs/design/README.md, enforced in CI (`npm run depcheck`).
 // Each layer lists what it may import; anything else under src/ is a violation.
 const allowed = {
   lib: [],
@@ -65,7 +65,7 @@ module.exports = {
     },
     {
       name: 'no-unknown-layer',
-      comment: 'every folder under src/ must be a layer named in ARCHITECTURE.md (or app.ts/cli.ts/commands.ts/demo.ts, which compose them)',
+      comment: 'every folder under src/ must be a layer named in docs/design/README.md (or app.ts/cli.ts/commands.ts/demo.ts, which compose them)',
       severity: 'error',
       from: { path: '^src/', pathNot: [`^src/(${layers.join('|')})/`, '^src/(app|cli|commands|demo)\\.ts$'] },
       to: {},

@@ -140,7 +140,7 @@ async function main(): Promise<void> {
     console.log(`daemon restarted on them; warming up ${WARMUP} s`);
     // Changes are counted as a watch manager would see them.
     let changes = 0;
-    app.model.onTransient(() => void changes++);
+    app.model.events.on('live.changed', {}, () => void changes++);
     await new Promise((r) => setTimeout(r, WARMUP * 1000));
     mem('warm');
     const gc = (globalThis as { gc?: () => void }).gc;

@@ -23,6 +23,9 @@ import { Store } from './store/db.js';
 import { RecordStore } from './store/records.js';
 import { WatchManager } from './watch/index.js';
 import { PointState } from './model/point-state.js';
+import { EventBus } from './lib/events.js';
+import type { ModelEvents } from './model/events.js';
+import { type Part, Parts } from './lib/part.js';
 import { PointWriter } from './model/point-writer.js';
 import { WriteStore } from './store/write-store.js';
 import { HistoryStore } from './store/history.js';
@@ -33,9 +36,9 @@ import { type HRef, HNumber } from './haystack/values.js';
 import { Uplink } from './sync/index.js';
 import { DriverRegistry } from './drivers/registry.js';
 import { builtinDriverKinds } from './drivers/kinds.js';
-import type { CommandWrite, EdgeNode, EdgeNodeStats } from './sync/mqtt/index.js';
-import { Grants, policiesOf } from './auth/permissions.js';
-import { type ConnectorStats, Poller } from './poller/index.js';
+import type { CommandWrite, EdgeNode } from './sync/mqtt/index.js';
+import { gateOfUser } from './auth/gate.js';
+import { Poller } from './poller/index.js';
 import type { Commissioning } from './poller/commission.js';
 
 let pkgDir: { dir: URL; version: string } | undefined;
@@ -94,46 +97,56 @@ export interface AppOptions {
   processMetrics?: boolean;
 }
 
-/** The long-lived parts, built once by App.open. */
-interface Parts {
+/** What App.open builds before the App exists. */
+interface Built {
   store: Store;
   model: Model;
+  events: EventBus<ModelEvents>;
   auth: AuthService;
   history: HistoryStore;
   points: PointState;
   writer: PointWriter;
-  drivers: DriverRegistry;
   watches: WatchManager;
+  metrics: Metrics;
   server: ApiServer;
+  drivers: DriverRegistry;
+  parts: Parts;
 }
 
+/**
+ * A Hayloft data folder opened, and while serving, its parts running. The app only assembles:
+ * each part is built from the Config, registers its own metrics and reacts to the others through
+ * the event bus (docs/design/README.md, "Parts and events"). `open` starts the parts the CLI's
+ * offline commands need too (store, auth, history, writer); `start` adds the serving ones (watches,
+ * poller, uplink, MQTT edge node, HTTP). They stop in the reverse order of their start.
+ */
 export class App {
   readonly config: Config;
   readonly store: Store;
   readonly model: Model;
+  /** The bus every part emits on and listens to (lib/events.ts); the model and history emit on it. */
+  readonly events: EventBus<ModelEvents>;
   readonly auth: AuthService;
   readonly history: HistoryStore;
   /** The owner of points' live tags (cur*, his*, conn*, write*, sync*). */
   readonly points: PointState;
-  /** Priority arrays of writable points: pointWrite, and (later) MQTT commands, call it. */
+  /** Priority arrays of writable points: pointWrite, and MQTT commands, call it. */
   readonly writer: PointWriter;
   readonly watches: WatchManager;
+  /** What GET /metrics serves: every part registers its own figures as it starts. */
+  readonly metrics: Metrics;
   private readonly server: ApiServer;
   private readonly drivers: DriverRegistry;
   private readonly log: Logger;
-  private readonly unsubscribe: () => void;
-  private unlistenDrivers: (() => void) | undefined;
+  private readonly parts: Parts;
   /** The port actually bound (differs from config.port when that is 0); 0 when plain HTTP is off. */
   port = 0;
   /** The HTTPS port bound; 0 when HTTPS is off. */
   httpsPort = 0;
   /** The certificate HTTPS serves (its SHA-256 fingerprint is logged at start), or null. */
   tls: TlsFiles | null = null;
-  private stopTlsWatch: (() => void) | undefined;
   /** What the first start created (credentials to print once), or null on later starts. */
   bootstrap: Bootstrap | null = null;
-  /** What GET /metrics serves; parts started later (poller, uplink) may add their own. */
-  metrics: Metrics | null = null;
   /** The uplink to the upstream service while serving, when one is configured and enabled. */
   uplink: Uplink | null = null;
   /** The Sparkplug B edge node while serving, when an mqtt section is configured and enabled. */
@@ -142,52 +155,65 @@ export class App {
   poller: Poller | null = null;
   private commissioning: Commissioning | undefined;
 
-  private constructor(config: Config, log: Logger, parts: Parts) {
+  private constructor(config: Config, log: Logger, o: Built) {
     this.config = config;
     this.log = log;
-    this.store = parts.store;
-    this.model = parts.model;
-    this.auth = parts.auth;
-    this.history = parts.history;
-    this.points = parts.points;
-    this.writer = parts.writer;
-    this.drivers = parts.drivers;
-    this.watches = parts.watches;
-    this.server = parts.server;
-    // A deleted point takes its history with it.
-    this.unsubscribe = parts.model.onChange((change) => {
-      for (const r of change.deleted) if (r.has('point')) this.dropHistory((r.get('id') as HRef).id);
-    });
+    this.store = o.store;
+    this.model = o.model;
+    this.events = o.events;
+    this.auth = o.auth;
+    this.history = o.history;
+    this.points = o.points;
+    this.writer = o.writer;
+    this.watches = o.watches;
+    this.metrics = o.metrics;
+    this.server = o.server;
+    this.drivers = o.drivers;
+    this.parts = o.parts;
   }
 
   /** Opens the data (the parts the CLI's offline commands need too), without serving. */
   static async open(opts: AppOptions): Promise<App> {
     const { config, log } = opts;
     const clock = opts.clock ?? systemClock;
+    const parts = new Parts((part, err) => log.error({ err, part: part.name }, 'a part failed to stop'));
+    const metrics = new Metrics({ productVersion: productVersion(), processMetrics: opts.processMetrics === true });
     const store = await Store.open(config.dataDir, { cacheBytes: config.storeCacheBytes, writeBufferBytes: config.storeWriteBufferBytes });
+    await parts.start(
+      {
+        name: 'store',
+        stop: () => store.close(),
+        metrics: (m) => m.gauge('hayloft_store_size_bytes', 'Bytes the LevelDB store takes on disk', [], () => storeSizeBytes(store)),
+      },
+      metrics,
+    );
     try {
-      const model = await Model.load({ records: new RecordStore(store), clock });
-      const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir });
-      const history = new HistoryStore(store);
-      await history.start();
-      // Built here (no I/O until a connector opens) so point state knows which tags name a
-      // driver's connector, for the ops as for the poller.
+      // Built first (no I/O until a connector opens): the model learns the connector markers and
+      // record checks from it, point state which tags name a driver's connector.
       const drivers = driversOf(config, log);
+      const events = new EventBus<ModelEvents>();
+      const model = await Model.load({ records: new RecordStore(store), clock, events, drivers });
+      const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir });
+      await parts.start(auth, metrics);
+      const history = new HistoryStore(store, { events });
+      await parts.start(history, metrics);
+      await parts.start({ name: 'drivers', stop: () => drivers.close() });
       const points = new PointState({ model, history, drivers: drivers.tags() });
+      await parts.start({ name: 'points', metrics: (m) => points.metrics(m) }, metrics);
+      await parts.start(historyFollowsPoints(model, history, log));
       const writer = new PointWriter({ model, points, store: new WriteStore(store), clock, log });
       // Timed overrides that ended while stopped are relinquished before anything reads them.
-      await writer.start();
+      await parts.start(writer, metrics);
       const watches = new WatchManager({
         model,
         clock,
         log,
         limits: { maxWatchesPerUser: config.watchMaxPerUser, maxPointsPerWatch: config.watchMaxPoints },
       });
-      const metrics = new Metrics({ productVersion: productVersion(), processMetrics: opts.processMetrics === true });
-      watchMetrics(metrics, store, model, history);
       const bootTime = clock.now();
-      // Loaded on the first discover or learn: it brings the BACnet library, which a Hayloft
-      // without BACnet connectors never loads otherwise (drivers/kinds.ts).
+      // Loaded on the first discover or learn, which loads a driver's commissioning code and
+      // protocol library (the BACnet library, which a Hayloft without BACnet connectors never
+      // loads otherwise: drivers/bacnet/kind.ts).
       let commissioning: Promise<Commissioning> | undefined;
       const commission = (): Promise<Commissioning> =>
         (commissioning ??= import('./poller/commission.js').then((m) => {
@@ -195,6 +221,7 @@ export class App {
           app.commissioning = c;
           return c;
         }));
+      await parts.start({ name: 'commissioning', stop: () => app.commissioning?.stop() });
       const server = createApiServer({
         ops: allOps,
         auth,
@@ -207,6 +234,7 @@ export class App {
           history,
           points,
           writer,
+          drivers: drivers.infos(),
           commission,
         },
         log,
@@ -228,13 +256,12 @@ export class App {
         // WideSky's calls beyond the ops (push of watch changes, GraphQL, admin calls), and the console.
         groups: [pushGroup({ auth, watches, log, metrics }), graphqlGroup({ model, history, clock }), adminRoutes(auth), consoleRoutes(consoleFiles(consoleDir()))],
       });
-      const app = new App(config, log, { store, model, auth, history, points, writer, drivers, watches, server });
-      app.metrics = metrics;
+      const app = new App(config, log, { store, model, events, auth, history, points, writer, watches, metrics, server, drivers, parts });
       const withHistory: string[] = [];
       for (const id of history.points()) {
         // History of a point deleted while its history could not follow (a crash) goes now.
         if (model.stored(id)?.has('point') === true) withHistory.push(id);
-        else app.dropHistory(id);
+        else dropHistory(history, id, log);
       }
       // Points show their his tags, and cur points fed by hisWrite their newest sample, at once.
       for (let i = 0; i < withHistory.length; i += 64) {
@@ -244,7 +271,7 @@ export class App {
       else await auth.grantNewPermissions();
       return app;
     } catch (e) {
-      await store.close();
+      await parts.stopAll();
       throw e;
     }
   }
@@ -252,47 +279,50 @@ export class App {
   /** Opens the data and serves HTTP. */
   static async start(opts: AppOptions): Promise<App> {
     const app = await App.open(opts);
+    const clock = opts.clock ?? systemClock;
     try {
-      app.watches.start();
-      await app.startPoller(opts.clock ?? systemClock);
-      if (app.metrics !== null && app.poller !== null) pollerMetrics(app.metrics, app.poller, app.model);
-      // The uplink before the server: it marks late samples from the first hisWrite on.
+      await app.parts.start(app.watches, app.metrics);
+      const poller = (app.poller = new Poller({ model: app.model, points: app.points, writer: app.writer, history: app.history, drivers: app.drivers, clock, log: app.log }));
+      // A protocol library is loaded when the first record of its kind exists (drivers/kinds.ts).
+      await app.drivers.loadFor((tag) => app.model.idsWithTag(tag).length > 0);
+      await app.parts.start(driversFollowRecords(app.model, app.drivers, poller, app.log));
+      await app.parts.start(poller, app.metrics);
+      // The senders before the server: they mark late samples from the first hisWrite on, and
+      // stop after it, so no write is left unmarked.
       const up = opts.config.uplink;
       if (up !== null && up.enabled) {
-        app.uplink = new Uplink({ config: up, model: app.model, points: app.points, history: app.history, store: app.store, clock: opts.clock ?? systemClock, log: app.log, defaultTz: timeZone(opts.config.tz) });
-        await app.uplink.start();
-        if (app.metrics !== null) uplinkMetrics(app.metrics, app.uplink);
+        app.uplink = new Uplink({ config: up, model: app.model, points: app.points, history: app.history, store: app.store, clock, log: app.log, defaultTz: timeZone(opts.config.tz) });
+        await app.parts.start(app.uplink, app.metrics);
       }
-      await app.listen(opts.config);
       const mq = opts.config.mqtt;
       if (mq !== null && mq.enabled) {
         // Loaded only when configured: MQTT.js and protobufjs cost every CLI command their load time.
         const { EdgeNode } = await import('./sync/mqtt/index.js');
-        app.edgeNode = new EdgeNode({ config: mq, model: app.model, history: app.history, store: app.store, clock: opts.clock ?? systemClock, log: app.log, commands: (w) => app.command(w) });
-        await app.edgeNode.start();
-        if (app.metrics !== null) edgeNodeMetrics(app.metrics, app.edgeNode);
+        app.edgeNode = new EdgeNode({ config: mq, model: app.model, history: app.history, store: app.store, clock, log: app.log, commands: (w) => app.command(w) });
+        await app.parts.start(app.edgeNode, app.metrics);
       }
+      await app.parts.start({ name: 'http', start: () => app.listen(opts.config), stop: () => app.server.close() });
     } catch (e) {
-      await app.close();
+      await app.parts.stopAll();
       throw e;
     }
     return app;
   }
 
+  /** Who listens to which event, in calling order (for `hayloft` debug logs and tests). */
+  wiring(): Record<string, string[]> {
+    return this.events.describe();
+  }
+
   /**
    * A DCMD from an MQTT host application, written through pointWrite's path: the priority array
-   * at the configured level, checked against the permissions of the configured Hayloft user
-   * (POINT_WRITE, its filter and highest level), audited like any write.
+   * at the configured level, authorised by the gate of the configured Hayloft user as its
+   * pointWrite would be (auth/gate.ts), audited like any write.
    */
   private async command(w: CommandWrite): Promise<void> {
-    const user = this.model
-      .idsWithTag('user')
-      .map((id) => this.model.stored(id))
-      .find((u) => u?.get('username') === w.user);
-    if (user === undefined) throw new HayloftError(ErrorCodes.FORBIDDEN, `the mqtt writeAs user "${w.user}" does not exist`);
-    const grants = new Grants(this.model, policiesOf(this.model, user));
+    const gate = gateOfUser(this.auth, w.user, 'mqtt writeAs');
     const val = w.value === null ? null : typeof w.value === 'number' ? new HNumber(w.value) : w.value;
-    await this.writer.write({ id: w.pointId, level: w.level, val, who: w.who, actor: { user: w.user }, authorize: (rec, level) => grants.authorizeWrite(rec, level) });
+    await this.writer.write({ id: w.pointId, level: w.level, val, who: w.who, actor: { user: w.user }, authorize: gate.authorizeWrite });
   }
 
   /**
@@ -313,55 +343,58 @@ export class App {
         { fingerprint256: files.fingerprint, cert: files.certPath, port: this.httpsPort },
         files.generated ? 'made a self-signed TLS certificate (kept in the data folder): check this SHA-256 fingerprint in your client' : 'HTTPS certificate',
       );
-      this.stopTlsWatch = watchTls(files, (pair) => this.server.setCertificate(pair), this.log);
+      const stopWatch = watchTls(files, (pair) => this.server.setCertificate(pair), this.log);
+      await this.parts.start({ name: 'tls-watch', stop: stopWatch });
     }
   }
 
-  private async startPoller(clock: Clock): Promise<void> {
-    const poller = (this.poller = new Poller({ model: this.model, points: this.points, writer: this.writer, history: this.history, drivers: this.drivers, clock, log: this.log }));
-    // A protocol library is loaded when the first record of its kind exists (drivers/kinds.ts).
-    await this.drivers.loadFor((tag) => this.model.idsWithTag(tag).length > 0);
-    const unlisten = this.model.onChange((c) => {
-      if (!this.drivers.hasUnloaded()) return;
-      const recs = [...c.created, ...c.updated];
-      this.drivers.loadFor((tag) => recs.some((r) => r.has(tag))).then(
-        (loaded) => {
-          if (loaded) poller.driversChanged();
-        },
-        (err: unknown) => this.log.error({ err }, 'cannot load a driver'),
-      );
-    });
-    this.unlistenDrivers = unlisten;
-    poller.start();
-  }
-
-  private dropHistory(id: string): void {
-    this.history.deleteAll(id).catch((err: unknown) => this.log.error({ err, pointId: id }, 'cannot delete the history of a deleted point'));
-  }
-
-  /** Stops serving (finishing requests in flight), then closes the data. */
+  /** Stops serving (finishing requests in flight), then every part in the reverse order of its start. */
   async stop(): Promise<void> {
-    this.stopTlsWatch?.();
-    await this.server.close();
-    await this.close();
+    await this.parts.stopAll();
   }
+}
 
-  private async close(): Promise<void> {
-    // First: they read history and write their cursors until they stop.
-    await this.uplink?.stop();
-    await this.edgeNode?.stop();
-    // Before history: it writes what it collected until it stops.
-    this.unlistenDrivers?.();
-    await this.poller?.stop();
-    this.commissioning?.stop();
-    await this.drivers.close();
-    this.unsubscribe();
-    this.writer.stop();
-    this.watches.stop();
-    this.auth.stop();
-    await this.history.stop();
-    await this.store.close();
-  }
+/** A deleted point takes its history with it (after the commit: history is another keyspace). */
+function historyFollowsPoints(model: Model, history: HistoryStore, log: Logger): Part {
+  const part: Part = {
+    name: 'history-follows-points',
+    start() {
+      model.events.on('records.committed', part, (change) => {
+        for (const r of change.deleted) if (r.has('point')) dropHistory(history, (r.get('id') as HRef).id, log);
+      });
+    },
+    stop() {
+      model.events.off(part);
+    },
+  };
+  return part;
+}
+
+function dropHistory(history: HistoryStore, id: string, log: Logger): void {
+  history.deleteAll(id).catch((err: unknown) => log.error({ err, pointId: id }, 'cannot delete the history of a deleted point'));
+}
+
+/** A protocol library is loaded when the first record of its kind is created (drivers/kinds.ts). */
+function driversFollowRecords(model: Model, drivers: DriverRegistry, poller: Poller, log: Logger): Part {
+  const part: Part = {
+    name: 'driver-loader',
+    start() {
+      model.events.on('records.committed', part, (c) => {
+        if (!drivers.hasUnloaded()) return;
+        const recs = [...c.created, ...c.updated];
+        drivers.loadFor((tag) => recs.some((r) => r.has(tag))).then(
+          (loaded) => {
+            if (loaded) poller.driversChanged();
+          },
+          (err: unknown) => log.error({ err }, 'cannot load a driver'),
+        );
+      });
+    },
+    stop() {
+      model.events.off(part);
+    },
+  };
+  return part;
 }
 
 /** The drivers a running Hayloft knows, each loaded when a record of its kind first exists. */
@@ -374,25 +407,10 @@ function driversOf(c: Config, log: Logger): DriverRegistry {
         port: c.bacnetPort,
         timeoutMs: c.bacnetTimeoutMs,
         ...(c.bacnetBroadcast === '' ? {} : { broadcastAddress: c.bacnetBroadcast }),
+        log: (message) => log.info({ driver: 'bacnet' }, message),
       },
-      bacnetLog: (message) => log.info({ driver: 'bacnet' }, message),
     }),
   );
-}
-
-/** The metrics read at scrape time from the parts that already keep them. */
-function watchMetrics(metrics: Metrics, store: Store, model: Model, history: HistoryStore): void {
-  metrics.gauge('hayloft_points', 'Points by curStatus (none: no current value)', ['curStatus'], () => {
-    const by = new Map<string, number>();
-    for (const p of model.query('point')) {
-      const s = p.get('curStatus');
-      const k = typeof s === 'string' ? s : 'none';
-      by.set(k, (by.get(k) ?? 0) + 1);
-    }
-    return [...by].map(([curStatus, value]) => ({ labels: { curStatus }, value }));
-  });
-  metrics.counter('hayloft_history_samples_written_total', 'History samples written since start (hisWrite and collection)', () => history.samplesWritten);
-  metrics.gauge('hayloft_store_size_bytes', 'Bytes the LevelDB store takes on disk', [], () => storeSizeBytes(store));
 }
 
 /** Liveness and storage state for GET /api/health: ok only when a read from the store works. */
@@ -410,62 +428,4 @@ async function healthOf(store: Store, uptimeSeconds: number): Promise<HealthRepo
     }
   }
   return { ok, status: ok ? 'ok' : 'unavailable', uptimeSeconds: Math.round(uptimeSeconds), storage };
-}
-
-/** The uplink's figures (Uplink.stats), read at scrape time. */
-function uplinkMetrics(metrics: Metrics, uplink: Uplink): void {
-  const connector = uplink.state.name;
-  metrics.gauge('hayloft_uplink_points', 'Points synced upstream, by syncStatus', ['connector', 'syncStatus'], () =>
-    Object.entries(uplink.stats().byStatus).map(([syncStatus, value]) => ({ labels: { connector, syncStatus }, value })),
-  );
-  metrics.gauge('hayloft_uplink_backlog_points', 'Points with samples not yet acknowledged upstream', ['connector'], () => [{ labels: { connector }, value: uplink.stats().backlogPoints }]);
-  metrics.gauge('hayloft_uplink_backlog_samples', 'Samples not yet acknowledged upstream (estimated from each point\'s density)', ['connector'], () => [
-    { labels: { connector }, value: uplink.stats().backlogSamples },
-  ]);
-  metrics.counter('hayloft_uplink_samples_sent_total', 'History samples acknowledged upstream since start', () => uplink.stats().sentSamples);
-  metrics.counter('hayloft_uplink_batches_sent_total', 'hisWrite batches acknowledged upstream since start', () => uplink.stats().sentBatches);
-  metrics.counter('hayloft_uplink_errors_total', 'Failed upstream requests since start', () => uplink.stats().errors);
-  metrics.gauge('hayloft_uplink_consecutive_failures', 'Failed uplink passes in a row (0: the last one succeeded)', ['connector'], () => [{ labels: { connector }, value: uplink.stats().failures }]);
-  metrics.gauge('hayloft_uplink_last_ack_timestamp_seconds', 'When the upstream last acknowledged a batch (0: never)', ['connector'], () => [
-    { labels: { connector }, value: (uplink.stats().lastAck ?? 0) / 1000 },
-  ]);
-}
-
-/** The edge node's figures (EdgeNode.stats), read at scrape time. */
-function edgeNodeMetrics(metrics: Metrics, node: EdgeNode): void {
-  const connector = node.state.name;
-  const one = (pick: (s: EdgeNodeStats) => number) => () => [{ labels: { connector }, value: pick(node.stats()) }];
-  metrics.gauge('hayloft_mqtt_connected', 'The edge node has a broker session and has published its births (1) or not (0)', ['connector'], one((s) => (s.state === 'online' ? 1 : 0)));
-  metrics.gauge('hayloft_mqtt_backlog_points', 'Points with history samples the broker has not acknowledged', ['connector'], one((s) => s.backlogPoints));
-  metrics.gauge('hayloft_mqtt_backlog_samples', "Samples the broker has not acknowledged (estimated from each point's density)", ['connector'], one((s) => s.backlogSamples));
-  metrics.gauge('hayloft_mqtt_devices_alive', 'Sparkplug devices born in the current session', ['connector'], one((s) => s.devicesAlive));
-  metrics.counter('hayloft_mqtt_samples_live_total', 'Samples published as live DDATA since start', () => node.stats().liveSamples);
-  metrics.counter('hayloft_mqtt_samples_historical_total', 'Samples published as historical DDATA (store and forward) since start', () => node.stats().historicalSamples);
-  metrics.counter('hayloft_mqtt_messages_total', 'Sparkplug messages published since start', () => node.stats().messages);
-  metrics.counter('hayloft_mqtt_connection_failures_total', 'Broker sessions that failed or ended since start', () => node.stats().failures);
-  metrics.counter('hayloft_mqtt_commands_refused_total', 'DCMD and NCMD metrics refused since start', () => node.stats().commandsRefused);
-}
-
-/** The poller's running totals and the connectors' states, read at scrape time. */
-function pollerMetrics(metrics: Metrics, poller: Poller, model: Model): void {
-  metrics.counter('hayloft_poll_reads_total', 'Driver reads (poll buckets read) since start', () => poller.stats().reads);
-  metrics.counter('hayloft_poll_failures_total', 'Driver reads that found the device down, since start', () => poller.stats().failures);
-  // Per connector (labelled by its name, else its id): reads, failures, and time spent reading.
-  const perConnector = (pick: (s: ConnectorStats) => number): (() => { labels: Record<string, string>; value: number }[]) => () =>
-    [...poller.connectorStats()].map(([id, s]) => {
-      const name = model.stored(id)?.get('name');
-      return { labels: { connector: typeof name === 'string' ? name : id }, value: pick(s) };
-    });
-  metrics.counter('hayloft_connector_reads_total', 'Driver reads per connector since start', () => 0, ['connector'], perConnector((s) => s.reads));
-  metrics.counter('hayloft_connector_read_failures_total', 'Driver reads per connector that found the device down', () => 0, ['connector'], perConnector((s) => s.failures));
-  metrics.counter('hayloft_connector_read_seconds_total', 'Seconds spent in driver reads per connector (divide by reads for the mean latency)', () => 0, ['connector'], perConnector((s) => s.seconds));
-  metrics.gauge('hayloft_history_backlog_samples', 'Collected history samples not yet written', [], () => poller.stats().hisBacklog);
-  metrics.gauge('hayloft_connectors', 'Connectors by connStatus', ['connStatus'], () => {
-    const by = new Map<string, number>();
-    for (const c of model.query('connStatus')) {
-      const s = c.get('connStatus');
-      if (typeof s === 'string') by.set(s, (by.get(s) ?? 0) + 1);
-    }
-    return [...by].map(([connStatus, value]) => ({ labels: { connStatus }, value }));
-  });
 }

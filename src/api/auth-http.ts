@@ -1,5 +1,5 @@
 /**
- * The HTTP side of authentication (interface.md "Authentication", wire-notes §3):
+ * The HTTP side of authentication (docs/spec/interface.md "Authentication", docs/spec/wire-notes.md §3):
  * - `POST /oauth2/token` (grants password and refresh_token; client credentials by HTTP Basic;
  *   JSON or form body) answering the token object or an RFC 6749 §5.2 error body;
  * - `DELETE /oauth2/token` (logout);

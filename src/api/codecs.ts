@@ -1,5 +1,5 @@
 /**
- * The wire formats of wire-notes §1 in one table: which media types are read (request bodies) and
+ * The wire formats of docs/spec/wire-notes.md §1 in one table: which media types are read (request bodies) and
  * written (responses). Negotiation, the body reader and the `formats` op all read this table, so
  * a format added here is accepted, answered and advertised together.
  */
@@ -77,12 +77,12 @@ export const CODECS: readonly Codec[] = [
     listed: false,
   },
   { mime: 'text/zinc', contentType: 'text/zinc; charset=utf-8', read: readZinc, write: writeZinc, chunks: zincChunks, carriesMeta: true, listed: true },
-  // text/plain is Zinc too (wire-notes §1).
+  // text/plain is Zinc too (docs/spec/wire-notes.md §1).
   { mime: 'text/plain', contentType: 'text/plain; charset=utf-8', read: readZinc, write: writeZinc, chunks: zincChunks, carriesMeta: true, listed: true },
   { mime: 'text/csv', contentType: 'text/csv; charset=utf-8', write: writeCsv, carriesMeta: false, listed: true },
 ];
 
-/** The formats op's order: the one of interface.md's sample. */
+/** The formats op's order: the one of docs/spec/interface.md's sample. */
 const LISTING_ORDER = ['text/plain', 'text/zinc', 'text/csv', 'application/json'];
 
 export function listedCodecs(): Codec[] {

@@ -224,7 +224,7 @@ export class Responder {
     if (status >= 500) this.log.error({ err: e, reqId: x.id, method: req.method, path: pathOf(req) }, 'unexpected error answering a request');
     if (res.headersSent || res.destroyed) return;
     if (e instanceof HayloftError && e.code === ErrorCodes.CANNOT_IMPERSONATE) {
-      // interface.md: a deliberately brief plain answer, not a grid.
+      // docs/spec/interface.md: a deliberately brief plain answer, not a grid.
       res.statusCode = 400;
       res.setHeader('Content-Type', 'text/plain; charset=utf-8');
       res.end('Cannot impersonate');

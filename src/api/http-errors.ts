@@ -1,5 +1,5 @@
 /**
- * Errors on the wire (wire-notes §2): the one place where error codes become HTTP statuses, and
+ * Errors on the wire (docs/spec/wire-notes.md §2): the one place where error codes become HTTP statuses, and
  * the error grid every failed request answers with: meta `err` (Marker), `dis` (a message a
  * person can act on), `errCode` (the stable HL_ code, so clients and tests need not parse `dis`)
  * and, only when debugging is on, `errTrace` (the stack).
@@ -24,18 +24,18 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   [ErrorCodes.OUT_OF_RANGE]: 400,
   [ErrorCodes.CONFLICT]: 400,
   [ErrorCodes.REFERENCED]: 400,
-  // 400, not 404: wire-notes §2 answers an unknown point of a his op with 400, and 404 is kept
+  // 400, not 404: docs/spec/wire-notes.md §2 answers an unknown point of a his op with 400, and 404 is kept
   // for an unknown op so a client can tell "wrong URL" from "wrong id".
   [ErrorCodes.NOT_FOUND]: 400,
   // An unknown or expired watch is answered like an unknown point: the client's cue to call
-  // watchSub again (wire-notes §6), not a wrong URL.
+  // watchSub again (docs/spec/wire-notes.md §6), not a wrong URL.
   [ErrorCodes.WATCH_NOT_FOUND]: 400,
   [ErrorCodes.WATCH_LIMIT]: 400,
   [ErrorCodes.BAD_LEASE]: 400,
   // Writing samples of another kind than a point's history holds is the client's to fix
   // (docs/errors.md: 400); without this line the code fell through to 500 and hid its message.
   [ErrorCodes.HIS_KIND]: 400,
-  // Auth (wire-notes §2 and §3). The token endpoint's OAuth JSON body and impersonation's bare
+  // Auth (docs/spec/wire-notes.md §2 and §3). The token endpoint's OAuth JSON body and impersonation's bare
   // `Cannot impersonate` text are written by their handlers; the statuses are decided here.
   [ErrorCodes.UNAUTHORIZED]: 401,
   [ErrorCodes.INVALID_CLIENT]: 401,

@@ -74,7 +74,7 @@ export function mediaTypeOf(contentType: string): string {
 }
 
 /**
- * The format to read a request body in. No Content-Type: JSON, the format of interface.md, which
+ * The format to read a request body in. No Content-Type: JSON, the format of docs/spec/interface.md, which
  * clients that forget the header are most likely sending. Throws HL_UNSUPPORTED_MEDIA_TYPE.
  */
 export function requestCodec(contentType: string | undefined): Codec {

@@ -4,11 +4,10 @@
  * it may use, and returns a grid; the server encodes it by Accept. Ops never see HTTP objects:
  * they throw HayloftErrors and the server maps codes to statuses in one place.
  */
-import type { Principal } from '../auth/auth.js';
+import type { Gate } from '../auth/gate.js';
 import type { Permission } from '../auth/permissions.js';
 import type { TimeZone } from '../haystack/tz.js';
-import type { HDict, HGrid } from '../haystack/values.js';
-import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import type { HGrid } from '../haystack/values.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import type { Model } from '../model/model.js';
@@ -30,6 +29,27 @@ export interface ServerInfo {
   bootTime: number;
 }
 
+/**
+ * A protocol driver as the ops see it: the driver registry's DriverInfo (drivers/driver.ts),
+ * which the api layer may not import; the app passes the registry's list.
+ */
+export interface DriverListing {
+  /** `modbus`, `bacnet`: the `proto` of discover. */
+  readonly name: string;
+  /** `Modbus`, `BACnet`. */
+  readonly dis: string;
+  /** The marker of its connectors (`modbusConn`). */
+  readonly connTag: string;
+  /** The Ref tag on its points naming their connector (`modbusConnRef`). */
+  readonly refTag: string;
+  /** The point tag of the address it reads (`modbusCur`). */
+  readonly curTag: string;
+  /** The point tag of the address it writes (`modbusWrite`), for drivers that write. */
+  readonly writeTag?: string;
+  /** What it supports, by feature name (cur, write, his, learn, discover, cov). */
+  readonly features: Readonly<Record<string, boolean>>;
+}
+
 /** The services an op may use. Grows as capabilities land (auth, history, watches). */
 export interface OpContext {
   model: Model;
@@ -44,7 +64,9 @@ export interface OpContext {
   points: PointState;
   /** Priority arrays of writable points (pointWrite, pointWriteAudit). */
   writer: PointWriter;
-  /** Discovery and learning through the drivers (discover, learn); absent in servers built without drivers.  Loaded on first use: it brings the BACnet library. */
+  /** The protocol drivers this server has, loaded or not (the `drivers` op, discover's `proto`). Absent: none. */
+  drivers?: readonly DriverListing[];
+  /** Discovery and learning through the drivers (discover, learn); absent in servers built without drivers.  Loaded on first use; the drivers load their protocol libraries only when asked. */
   commission?: () => Promise<Commissioning>;
 }
 
@@ -54,17 +76,18 @@ export interface OpRequest {
   grid: HGrid;
   ctx: OpContext;
   /**
-   * Who the request acts as (after X-IMPERSONATE). Null only on a server built without
+   * Who the request acts as (after X-IMPERSONATE), and what it may do: every permission an op
+   * checks is asked of this gate (auth/gate.ts). Gate.OPEN on a server built without
    * authentication, which the tests of HTTP mechanics use; the app always authenticates.
    */
-  principal: Principal | null;
+  gate: Gate;
 }
 
 export interface Op {
   name: string;
   summary: string;
   methods: readonly HttpMethod[];
-  /** Needed (for some entities at least) to call the op at all; checked by the server. */
+  /** Needed (for some entities at least) to call the op at all; the server asks the gate. */
   permission?: Permission;
   /**
    * Takes bodies up to maxBodyBytes (bulk writes: hisWrite, createRec, updateRec); every other
@@ -72,18 +95,4 @@ export interface Op {
    */
   largeBody?: boolean;
   run(req: OpRequest): HGrid | Promise<HGrid>;
-}
-
-/** May the request's principal do this (to this entity, when given)? */
-export function can(req: OpRequest, perm: Permission, entity?: HDict): boolean {
-  const p = req.principal;
-  if (p === null) return true;
-  return entity === undefined ? p.grants.has(perm) : p.grants.allows(perm, entity);
-}
-
-/** Throws HL_FORBIDDEN unless `can(...)`. */
-export function demand(req: OpRequest, perm: Permission, entity?: HDict, what?: string): void {
-  if (!can(req, perm, entity)) {
-    throw new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: ${what ?? req.op} needs ${perm}`);
-  }
 }

@@ -41,7 +41,8 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Server as Engine, Socket as EngineSocket } from 'engine.io';
 import type { Namespace, Socket } from 'socket.io';
-import type { AuthService, Principal } from '../auth/auth.js';
+import type { AuthService } from '../auth/auth.js';
+import { type Gate, tokenGates } from '../auth/gate.js';
 import { encodeVal, type JsonValue } from '../haystack/json.js';
 import { HRef, type HDict } from '../haystack/values.js';
 import { ErrorCodes, HayloftError, isHayloftError } from '../lib/errors.js';
@@ -82,17 +83,11 @@ class PushClient {
     readonly socket: Socket,
     readonly token: string,
     readonly impersonate: string | undefined,
-    public principal: Principal | null,
+    public gate: Gate,
   ) {
-    this.visible = visibleOf(principal);
+    // What the socket may see: the gate's answer, as watchPoll asks it too.
+    this.visible = gate.watchVisible();
   }
-}
-
-/** Undefined (no per-point checks) when the principal may read and watch everything, as watchPoll decides. */
-function visibleOf(p: Principal | null): Visible {
-  const g = p?.grants;
-  if (g === undefined || (g.hasAll('MODEL_READ') && g.hasAll('WATCH'))) return undefined;
-  return (rec) => g.allows('MODEL_READ', rec) && g.allows('WATCH', rec);
 }
 
 function tokenOf(socket: Socket): string {
@@ -138,11 +133,8 @@ export function pushGroup(opts: PushOptions): RouteGroup {
     m.counter('hayloft_push_disconnects_total', 'Sockets the server ended since start, by reason (auth, watch_ended, slow_consumer)', () => 0, ['reason'], labelled('reason', counts.ended));
   }
 
-  async function principalOf(token: string, impersonate: string | undefined): Promise<Principal | null> {
-    if (auth === null) return null;
-    const p = auth.cachedPrincipal(token) ?? (await auth.authenticate(token));
-    return impersonate === undefined ? p : auth.impersonate(p, impersonate.trim());
-  }
+  // Who each socket's token speaks for, asked again before each batch and every authCheckMs.
+  const gates = tokenGates(auth);
 
   function flush(): void {
     flushing = undefined;
@@ -152,11 +144,11 @@ export function pushGroup(opts: PushOptions): RouteGroup {
       if (!c.socket.connected) continue;
       // The token again, before each batch: a revoked or expired one closes the socket, and
       // changed permissions apply to these events. Known tokens answer without a promise.
-      const cached = auth === null ? null : auth.cachedPrincipal(c.token);
-      if (cached === undefined || c.impersonate !== undefined) {
-        principalOf(c.token, c.impersonate).then(
-          (p) => {
-            adopt(c, p);
+      const cached = c.impersonate === undefined ? gates.cached(c.token) : undefined;
+      if (cached === undefined) {
+        gates.of(c.token, c.impersonate).then(
+          (g) => {
+            adopt(c, g);
             send(c);
           },
           (e: unknown) => drop(c, isHayloftError(e) ? e.message : 'authentication failed'),
@@ -168,15 +160,15 @@ export function pushGroup(opts: PushOptions): RouteGroup {
     }
   }
 
-  function adopt(c: PushClient, p: Principal | null): void {
-    if (p === c.principal) return;
-    c.principal = p;
-    c.visible = visibleOf(p);
+  function adopt(c: PushClient, g: Gate): void {
+    if (g === c.gate) return;
+    c.gate = g;
+    c.visible = g.watchVisible();
   }
 
   function send(c: PushClient): void {
     if (!c.socket.connected) return;
-    if (c.principal !== null && !c.principal.grants.has('WATCH')) {
+    if (!c.gate.can('WATCH')) {
       drop(c, 'the user lost the WATCH permission');
       return;
     }
@@ -186,7 +178,7 @@ export function pushGroup(opts: PushOptions): RouteGroup {
     // The engine's buffer of packets not yet written: past the bound the client cannot keep up.
     const queued = (c.socket.conn as unknown as { writeBuffer?: unknown[] }).writeBuffer?.length ?? 0;
     if (queued > maxQueued) {
-      log.warn({ watchId: c.socket.nsp.name.slice(1), queued, user: c.principal?.username }, 'push: slow consumer disconnected');
+      log.warn({ watchId: c.socket.nsp.name.slice(1), queued, user: c.gate.principal.username }, 'push: slow consumer disconnected');
       bump(counts.ended, 'slow_consumer');
       c.socket.conn.close();
     }
@@ -196,17 +188,17 @@ export function pushGroup(opts: PushOptions): RouteGroup {
   function drop(c: PushClient, why: string, reason: 'auth' | 'watch_ended' = 'auth'): void {
     if (!c.socket.connected) return;
     bump(counts.ended, reason);
-    log.info({ watchId: c.socket.nsp.name.slice(1), user: c.principal?.username, why }, 'push: socket disconnected');
+    log.info({ watchId: c.socket.nsp.name.slice(1), user: c.gate.principal.username, why }, 'push: socket disconnected');
     c.socket.disconnect();
   }
 
   /** Tokens expire and sessions are revoked while a socket is open: check each again. */
   function checkTokens(): void {
     for (const c of clients) {
-      principalOf(c.token, c.impersonate).then(
-        (p) => {
-          adopt(c, p);
-          if (p !== null && !p.grants.has('WATCH')) drop(c, 'the user lost the WATCH permission');
+      gates.of(c.token, c.impersonate).then(
+        (g) => {
+          adopt(c, g);
+          if (!g.can('WATCH')) drop(c, 'the user lost the WATCH permission');
         },
         (e: unknown) => drop(c, isHayloftError(e) ? e.message : 'authentication failed'),
       );
@@ -228,9 +220,9 @@ export function pushGroup(opts: PushOptions): RouteGroup {
     const imp = socket.handshake.headers['x-impersonate'];
     const fromAuth = (socket.handshake.auth as { impersonate?: unknown } | undefined)?.impersonate;
     const impersonate = typeof fromAuth === 'string' && fromAuth !== '' ? fromAuth : Array.isArray(imp) ? imp[0] : imp;
-    const p = await principalOf(token, impersonate);
-    if (p !== null && !p.grants.has('WATCH')) throw new HayloftError(ErrorCodes.FORBIDDEN, 'permission denied: push of watch changes needs WATCH');
-    return new PushClient(socket, token, impersonate, p);
+    const gate = await gates.of(token, impersonate);
+    gate.require('WATCH', 'push of watch changes');
+    return new PushClient(socket, token, impersonate, gate);
   }
 
   /** The main namespace: the same admission, and nothing is sent there. */
@@ -248,7 +240,7 @@ export function pushGroup(opts: PushOptions): RouteGroup {
       const watchId = socket.nsp.name.slice(1);
       admit(socket)
         .then((c) => {
-          if (!watches.isOpen(c.principal?.userId ?? '', watchId)) {
+          if (!watches.isOpen(c.gate.principal.userId, watchId)) {
             throw new HayloftError(ErrorCodes.WATCH_NOT_FOUND, `watch "${watchId}" is unknown, closed or expired: open one with watchSub and connect to its namespace`);
           }
           (socket.data as { client?: PushClient }).client = c;
@@ -260,7 +252,7 @@ export function pushGroup(opts: PushOptions): RouteGroup {
       const c = (socket.data as { client?: PushClient }).client as PushClient;
       const watchId = socket.nsp.name.slice(1);
       try {
-        c.unlisten = watches.listen(c.principal?.userId ?? '', watchId, {
+        c.unlisten = watches.listen(c.gate.principal.userId, watchId, {
           changed(id) {
             c.pending.add(id);
             dirty.add(c);
@@ -276,7 +268,7 @@ export function pushGroup(opts: PushOptions): RouteGroup {
         return;
       }
       clients.add(c);
-      log.debug({ watchId, user: c.principal?.username }, 'push: socket connected');
+      log.debug({ watchId, user: c.gate.principal.username }, 'push: socket connected');
       socket.on('disconnect', () => {
         clients.delete(c);
         dirty.delete(c);

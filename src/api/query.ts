@@ -1,5 +1,5 @@
 /**
- * The request grid of a GET (wire-notes §2): one row, one column per query parameter, each value
+ * The request grid of a GET (docs/spec/wire-notes.md §2): one row, one column per query parameter, each value
  * read as Zinc (`id=@abc`, `limit=10`, `range="today"`). Clients also send values bare, so text
  * that is not a Zinc value is taken as a Str: `filter=point and his`, `range=today` and
  * `range=2024-01-01,2024-01-31` arrive as the text typed. A bare value that happens to be valid

@@ -8,6 +8,7 @@ import type { BodyBudget, ServerLimits } from './guard.js';
 import type http from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../lib/log.js';
+import type { Gate } from '../auth/gate.js';
 import type { AuthHttp } from './auth-http.js';
 import type { Responder } from './exchange.js';
 
@@ -28,8 +29,14 @@ export interface RouteKit {
   route: (method: RouteMethod, path: string, handler: RouteHandler, name?: string) => void;
   respond: Responder;
   log: Logger;
-  /** Bearer authentication and impersonation as the ops get it; null on a server without auth. */
+  /** The token and password endpoints (auth-http.ts); null on a server without auth. */
   auth: AuthHttp | null;
+  /**
+   * The permission gate of a request's caller (bearer token, then X-IMPERSONATE): at once for a
+   * known token, else a promise; refusals are thrown or rejected. Every route that serves data
+   * asks it (auth/gate.ts); a server without auth answers Gate.OPEN.
+   */
+  gate: (req: IncomingMessage) => Gate | Promise<Gate>;
   /** Largest request body of the bulk-write ops, in bytes (limits.maxBodyBytes). */
   maxBodyBytes: number;
   /** Request limits (guard.ts): bodies per op, shape of grids, connections, timeouts. */

@@ -15,6 +15,7 @@ import polka, { type IError, type NextHandler, type Request } from 'polka';
 import type { HGrid } from '../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { AuthService } from '../auth/auth.js';
+import { Gate } from '../auth/gate.js';
 import type { Logger } from '../lib/log.js';
 import type { Metrics } from '../lib/metrics.js';
 import { authHttp } from './auth-http.js';
@@ -108,14 +109,20 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     ops,
   ];
   const budget = new BodyBudget(limits.maxBodyBytesInFlight);
+  const authH =
+    opts.auth === null ? null : authHttp(opts.auth, (req, e) => log.error({ err: e, reqId: respond.exchangeOf(req).id, path: pathOf(req) }, 'unexpected error in authentication'), budget);
   const kit: RouteKit = {
     route,
     respond,
     log,
-    auth:
-      opts.auth === null
-        ? null
-        : authHttp(opts.auth, (req, e) => log.error({ err: e, reqId: respond.exchangeOf(req).id, path: pathOf(req) }, 'unexpected error in authentication'), budget),
+    auth: authH,
+    gate:
+      authH === null
+        ? () => Gate.OPEN
+        : (req) => {
+            const p = authH.principal(req);
+            return p instanceof Promise ? p.then((x) => Gate.of(x)) : Gate.of(p);
+          },
     maxBodyBytes: opts.maxBodyBytes,
     limits,
     budget,

@@ -1,5 +1,5 @@
 /**
- * src/auth: users, OAuth2 clients, tokens, permissions and impersonation (wire-notes §3).
+ * src/auth: users, OAuth2 clients, tokens, permissions and impersonation (docs/spec/wire-notes.md §3).
  *
  * - Users, roles and action policies are model entities; password hashes are not tags: they
  *   live in the `auth` sublevel (`pw:<userId>`), as do client secrets (`client:<id>`) and
@@ -25,7 +25,8 @@ import type { Model } from '../model/model.js';
 import type { Store } from '../store/db.js';
 import { Lockout } from './lockout.js';
 import { dummyHash, hashPassword, randomSecret, verifyPassword } from './passwords.js';
-import { Grants, LATER_PERMISSIONS, PERMISSIONS, type Permission, policiesOf } from './permissions.js';
+import { type Access, Grants, LATER_PERMISSIONS, PERMISSIONS, type Permission, policiesOf } from './permissions.js';
+import type { Part } from '../lib/part.js';
 
 export const ACCESS_TTL_MS = 7 * 24 * 3600_000;
 export const REFRESH_TTL_MS = 30 * 24 * 3600_000;
@@ -48,7 +49,7 @@ export interface Principal {
   userId: string;
   username: string;
   user: HDict;
-  grants: Grants;
+  grants: Access;
   sid: string;
   /** The real caller's user id when this principal is impersonated. */
   impersonatedBy?: string;
@@ -128,7 +129,8 @@ function loadSigningKey(dir: string, log: Logger): Uint8Array {
  */
 const LOCK_THRESHOLDS = { ua: 5, u: 10, ip: 20 };
 
-export class AuthService {
+export class AuthService implements Part {
+  readonly name = 'auth';
   private readonly store: Store;
   private readonly model: Model;
   private readonly clock: Clock;
@@ -145,7 +147,6 @@ export class AuthService {
   private usernames: Map<string, string> | undefined;
   /** Bumped on every model change: cached principals (user record, grants) go stale with it. */
   private gen = 0;
-  private unsubscribe: (() => void) | undefined;
 
   private constructor(opts: AuthOptions, key: Uint8Array) {
     this.store = opts.store;
@@ -172,7 +173,7 @@ export class AuthService {
     if (expired.length > 0) await opts.store.auth.batch(expired.map((key) => ({ type: 'del' as const, key })));
     // A deleted user's password hash and sessions are deleted in the same batch as the record,
     // so nothing of it can come back if a record is created again with its id.
-    const unhook = opts.model.addCommitHook((change, ops) => {
+    opts.model.events.on('records.batch', a, (change, ops) => {
       for (const r of change.deleted) {
         if (!r.has('user')) continue;
         const id = (r.get('id') as HRef).id;
@@ -181,7 +182,7 @@ export class AuthService {
       }
     });
     // Users, roles and policies are entities: any model change may change who may do what.
-    const unlisten = opts.model.onChange((change) => {
+    opts.model.events.on('records.committed', a, (change) => {
       a.gen++;
       a.grantsCache.clear();
       a.usernames = undefined;
@@ -191,15 +192,11 @@ export class AuthService {
         for (const s of [...a.sessions.values()]) if (s.userId === id) a.dropSession(s);
       }
     });
-    a.unsubscribe = () => {
-      unhook();
-      unlisten();
-    };
     return a;
   }
 
   stop(): void {
-    this.unsubscribe?.();
+    this.model.events.off(this);
   }
 
   // ---- users and clients ----------------------------------------------------------------
@@ -533,6 +530,16 @@ export class AuthService {
   }
 
   /**
+   * The principal of a user acting without a session (an MQTT host application's commands run as
+   * the configured `writeAs` user), holding the same cached grants as that user's requests;
+   * undefined when no such user exists.
+   */
+  userPrincipal(username: string): Principal | undefined {
+    const id = this.userIdByName(username);
+    return id === undefined ? undefined : this.principal(id, '');
+  }
+
+  /**
    * The principal of a token already verified and still valid (unexpired, session alive, users
    * unchanged since), without a promise: the common case of every request. `undefined` means
    * "ask authenticate", which also gives the reason for a refusal.
@@ -561,7 +568,7 @@ export class AuthService {
 
   /**
    * X-IMPERSONATE: act as another user. The caller needs IMPERSONATE and MODEL_READ on the
-   * target user's entity; any failure is the same brief refusal (interface.md).
+   * target user's entity; any failure is the same brief refusal (docs/spec/interface.md).
    */
   impersonate(caller: Principal, targetId: string): Principal {
     const refuse = new HayloftError(ErrorCodes.CANNOT_IMPERSONATE, 'Cannot impersonate');

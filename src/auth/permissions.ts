@@ -1,5 +1,5 @@
 /**
- * Permissions (wire-notes §3): a user's `roleRef` names a `role` whose `actionPolicyRefs` list
+ * Permissions (docs/spec/wire-notes.md §3): a user's `roleRef` names a `role` whose `actionPolicyRefs` list
  * `actionPolicy` entities; each grants `permissions` (List of Str), scoped by an optional
  * `filter` (Str) to the entities it matches. A policy without a filter applies to everything.
  *
@@ -39,8 +39,31 @@ export function isPermission(s: string): s is Permission {
   return (PERMISSIONS as readonly string[]).includes(s);
 }
 
+/**
+ * What a principal holds: a user's Grants, or everything (ALLOW_ALL, for a server without
+ * authentication and for the daemon's own callers). The gate (gate.ts) asks only this.
+ */
+export interface Access {
+  /** Granted at all (for some entities at least). */
+  has(perm: Permission): boolean;
+  /** Granted for every entity. */
+  hasAll(perm: Permission): boolean;
+  /** Granted for this entity. */
+  allows(perm: Permission, entity: HDict): boolean;
+  /** Throws unless the holder may write `level` of this point (Grants.authorizeWrite). */
+  authorizeWrite(rec: HDict, level: number): void;
+}
+
+/** Everything, on every entity, at every level. */
+export const ALLOW_ALL: Access = Object.freeze({
+  has: () => true,
+  hasAll: () => true,
+  allows: () => true,
+  authorizeWrite: () => undefined,
+});
+
 /** What one user may do: per permission, either everything or the entities some filter matches. */
-export class Grants {
+export class Grants implements Access {
   private readonly all = new Set<Permission>();
   private readonly scoped = new Map<Permission, CompiledFilter[]>();
   /** POINT_WRITE grants with their highest-priority level (filter null: every entity). */
@@ -117,7 +140,7 @@ export class Grants {
   /**
    * Throws unless the user may write `level` of this point: HL_NOT_FOUND when it may not even read
    * it (a point it cannot read looks unknown, as everywhere), HL_FORBIDDEN without POINT_WRITE or
-   * above the highest level its policies allow. pointWrite and MQTT commands both ask this.
+   * above the highest level its policies allow. Every write asks it through the gate (gate.ts).
    */
   authorizeWrite(rec: HDict, level: number): void {
     if (!this.allows('MODEL_READ', rec)) throw new HayloftError(ErrorCodes.NOT_FOUND, `no record @${(rec.get('id') as HRef).id}`);

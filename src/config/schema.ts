@@ -85,7 +85,7 @@ export type ConfigKey = Exclude<keyof Config, 'configFile' | 'uplink' | 'mqtt'>;
 export const CONFIG_SECTIONS = ['uplink', 'mqtt'] as const;
 
 /**
- * Time zones live in src/haystack, which config may not import (ARCHITECTURE.md dependency
+ * Time zones live in src/haystack, which config may not import (docs/design/README.md dependency
  * direction), so the caller hands in the two questions config needs answered.
  */
 export interface ZoneLookup {

@@ -1,7 +1,7 @@
 /**
  * The driver contract: what the poller asks of a protocol (Modbus, BACnet, ...) and nothing more.
  *
- * Drivers know nothing of the model (ARCHITECTURE.md): the poller hands them a connector's tags and
+ * Drivers know nothing of the model (docs/design/README.md): the poller hands them a connector's tags and
  * the tags of its points and gets raw values back. Deciding `curStatus`, units, kinds, stale
  * times, backoff and history is the poller's job, once, for every protocol.
  *
@@ -19,7 +19,9 @@
  * HL_DRIVER_DOWN shows `writeStatus` down, with HL_DRIVER_REFUSED or HL_DRIVER_CONFIG fault.
  */
 import type { HDict } from '../haystack/values.js';
+import type { Clock } from '../lib/clock.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import type { Logger } from '../lib/log.js';
 
 /** A connector record as the driver sees it: id and stored tags. */
 export interface ConnSpec {
@@ -99,7 +101,8 @@ export interface DriverConn {
   close(): Promise<void>;
 }
 
-export interface Driver {
+/** The tags that bind records to a driver, all derived from its name (driverTags). */
+export interface DriverTags {
   /** Short name for logs: `modbus`, `bacnet`. */
   readonly name: string;
   /** The marker of its connector records: `modbusConn`. */
@@ -115,6 +118,120 @@ export interface Driver {
    * tag of the subscription lifetime (`bacnetCovLifetime`), for drivers whose connections have `cov`.
    */
   readonly covTags?: { readonly marker: string; readonly lifetime: string };
+}
+
+/**
+ * What a driver supports, said before it is loaded (the console and the ops ask; the registry
+ * checks a loaded driver against it). The names are Haxall's connector features.
+ */
+// A type, not an interface: a listing of features by name (api/op.ts, DriverListing) takes it as a record.
+export type DriverFeatures = {
+  /** Reads points' current values (`<name>Cur`): every driver the poller runs does. */
+  readonly cur: boolean;
+  /** Writes points (`<name>Write`). */
+  readonly write: boolean;
+  /** Reads a device's own history. None of the built-in drivers: the poller collects history from curVal. */
+  readonly his: boolean;
+  /** Lists what a connector's device offers as point proposals (`learn`). */
+  readonly learn: boolean;
+  /** Finds devices on the network (`discover`). */
+  readonly discover: boolean;
+  /** Change of value pushed by the device (`<name>Cov`, `<name>CovLifetime`). */
+  readonly cov: boolean;
+};
+
+/**
+ * The tags of a driver, from its name alone, as Haystack connectors name them: `<name>Conn`,
+ * `<name>ConnRef`, `<name>Cur`, and, when it has those features, `<name>Write` and
+ * `<name>Cov`/`<name>CovLifetime`. A new driver picks a name and gets its tags.
+ */
+export function driverTags<F extends Pick<DriverFeatures, 'write' | 'cov'>>(name: string, features: F): TagsOf<F> {
+  return {
+    name,
+    connTag: `${name}Conn`,
+    refTag: `${name}ConnRef`,
+    curTag: `${name}Cur`,
+    ...(features.write ? { writeTag: `${name}Write` } : {}),
+    ...(features.cov ? { covTags: { marker: `${name}Cov`, lifetime: `${name}CovLifetime` } } : {}),
+  } as TagsOf<F>;
+}
+
+/** The tags of a driver with those features: `writeTag` and `covTags` present when they are `true`. */
+export type TagsOf<F extends Pick<DriverFeatures, 'write' | 'cov'>> = Omit<DriverTags, 'writeTag' | 'covTags'> &
+  (F['write'] extends true ? { readonly writeTag: string } : object) &
+  (F['cov'] extends true ? { readonly covTags: { readonly marker: string; readonly lifetime: string } } : object);
+
+/** A `discover` request (docs/drivers.md, "Commissioning"), checked by the op. */
+export interface DiscoverRequest {
+  /** `host:port` for a directed search. */
+  readonly address?: string;
+  readonly low?: number;
+  readonly high?: number;
+  readonly timeoutMs: number;
+}
+
+/** What commissioning (poller/commission.ts) gives a driver's learn and discover. */
+export interface CommissionContext {
+  /** The loaded driver of this kind, loaded now if no record has loaded it yet (its protocol library with it). */
+  driver(): Promise<Driver>;
+  /** A record's display name, for the Refs of the answer. */
+  displayOf(id: string): string | null;
+  readonly log: Logger;
+}
+
+/** What a driver's discover is given by commissioning. */
+export interface DiscoverContext extends CommissionContext {
+  readonly request: DiscoverRequest;
+  /** The driver's connectors already made: a device answering for one names it (`connRef`). */
+  readonly conns: readonly ConnSpec[];
+}
+
+/** What a driver's learn is given by commissioning. */
+export interface LearnContext extends CommissionContext {
+  readonly conn: ConnSpec;
+  /**
+   * The points bound to this connector now (its Ref tag naming it, with an address): a proposal
+   * for an address already bound carries the point's `id` (and keeps its `name`). Asked once the
+   * device has answered, so points made meanwhile count.
+   */
+  points(): readonly PointSpec[];
+  /** The `learn` value of a group row to drill into; absent: the top. */
+  readonly arg: string | undefined;
+  /** Shows how far the learn got on the connector (`learnProgress`), in percent. */
+  progress(percent: number): void;
+  readonly clock: Clock;
+}
+
+/**
+ * A driver as the rest of Hayloft knows it before loading its protocol library: its tags, its
+ * features, and the commissioning and record checks it brings (Haxall's ConnModel). Only what
+ * is here is needed to add a driver: the model, the ops and the console learn from the registry.
+ */
+export interface DriverInfo extends DriverTags {
+  /** Its name for people: `Modbus`, `BACnet`. */
+  readonly dis: string;
+  readonly features: DriverFeatures;
+  /**
+   * Checks a record's tags of this driver as createRec (old undefined) and updateRec store it,
+   * so a record the driver could not use is refused at once and changes nothing. Runs for every
+   * record written, inside the model's transaction: it returns at once for records that are
+   * none of its business. Throws a HayloftError to refuse. Must not need the protocol library.
+   */
+  checkRecord?(rec: HDict, old: HDict | undefined): void;
+  /** For `features.learn`: groups to drill into (dis, learn) or point proposals ready for createRec. */
+  learn?(ctx: LearnContext): Promise<HDict[]>;
+  /** For `features.discover`: one row per device that answered (dis, uri, connRef when one is made ...). */
+  discover?(ctx: DiscoverContext): Promise<HDict[]>;
+  /** Forgets what commissioning keeps between requests (a device's object list). */
+  forget?(): void;
+}
+
+/** A driver by its tags and features, with how to load it (drivers/kinds.ts). The tags must equal those of the loaded driver. */
+export interface DriverKind extends DriverInfo {
+  load(): Promise<Driver>;
+}
+
+export interface Driver extends DriverTags {
   /**
    * A connection for a connector record. No I/O (links open on first read). Throws
    * HL_DRIVER_CONFIG when the connector's tags are wrong.

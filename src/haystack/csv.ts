@@ -1,5 +1,5 @@
 /**
- * CSV writer (wire-notes §1): one header line, one line per row, for people opening the data in
+ * CSV writer (docs/spec/wire-notes.md §1): one header line, one line per row, for people opening the data in
  * a spreadsheet rather than for machines, so cells are as readable as the value allows:
  * Marker `✓`, null empty, Ref `@id dis`, Str and Uri as their bare text, everything else in its
  * Zinc form (`72.5°F`, `2024-03-10T03:00:00-04:00 New_York`, `T`). A nested Grid has no cell form

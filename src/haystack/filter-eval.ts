@@ -1,5 +1,5 @@
 /**
- * Filter evaluation (wire-notes §4). A read request runs one filter over every entity of the
+ * Filter evaluation (docs/spec/wire-notes.md §4). A read request runs one filter over every entity of the
  * model (~10,000), so the AST is compiled once into closures: each literal is reduced to a
  * primitive key up front and each comparison becomes one specialised function, leaving no AST
  * walk, no switch on the operator and no allocation per entity.
@@ -9,7 +9,7 @@
  * - A path `a->b` follows `a` only when it is a Ref that `resolve` finds; a missing tag, a non-Ref
  *   or an unresolvable Ref makes the whole path missing.
  * - Every comparison, `!=` included, is false when the path is missing, when the value is of
- *   another kind than the literal, or for Numbers when the units differ (wire-notes: "comparing
+ *   another kind than the literal, or for Numbers when the units differ (docs/spec/wire-notes.md: "comparing
  *   different kinds is false"). So `!=` means "present, comparable and different", and
  *   `a != 1` is not the same as `not a == 1`.
  * - Refs compare by id (the display is ignored); Strs by UTF-16 code units; DateTimes by instant

@@ -1,5 +1,5 @@
 /**
- * Recursive-descent parser for Haystack filters (wire-notes §4), on the shared tokenizer so a
+ * Recursive-descent parser for Haystack filters (docs/spec/wire-notes.md §4), on the shared tokenizer so a
  * literal reads the same as in Zinc.
  *
  * Grammar (keywords are case-sensitive; whitespace, including newlines, separates tokens):

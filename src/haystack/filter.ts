@@ -1,5 +1,5 @@
 /**
- * Haystack filters (wire-notes §4): the one module callers import.
+ * Haystack filters (docs/spec/wire-notes.md §4): the one module callers import.
  *
  * - filter-ast.ts: AST types and constructors, structural equality, canonical printer.
  * - filter-parser.ts: the grammar (in its header comment) and the recursive-descent parser.

@@ -1,5 +1,5 @@
 /**
- * Haystack JSON v3 (wire-notes §1): grids and values, both directions.
+ * Haystack JSON v3 (docs/spec/wire-notes.md §1): grids and values, both directions.
  *
  * Decoding is strict: a value that does not parse as its prefix says is an error naming where it
  * is (`rows[3].val: "n:abc" is not a Number`), never a silent Str. Text goes through JSON.parse and

@@ -1,5 +1,5 @@
 /**
- * The hisRead range grammar of interface.md, resolved against a zone and a clock:
+ * The hisRead range grammar of docs/spec/interface.md, resolved against a zone and a clock:
  *
  *   range    := "first" | "last" | "today" | "yesterday"
  *             | dateTime | dateTime "," [" "] dateTime

@@ -1,5 +1,5 @@
 /**
- * Haystack values: every kind of wire-notes §1, immutable, with equality and a total order.
+ * Haystack values: every kind of docs/spec/wire-notes.md §1, immutable, with equality and a total order.
  *
  * Representation choices (kept small because history paths create millions of values):
  * - null is JS `null`; Bool is a JS boolean; Str is a JS string.
@@ -536,7 +536,7 @@ export class HGrid {
   }
 }
 
-/** The kind of a value, by wire-notes §1. */
+/** The kind of a value, by docs/spec/wire-notes.md §1. */
 export function kindOf(v: HVal | undefined): Kind {
   if (v === null || v === undefined) return 'Null';
   switch (typeof v) {

@@ -1,5 +1,5 @@
 /**
- * Zinc (project-haystack.org "Zinc" page, wire-notes §1): grids and single values, both directions.
+ * Zinc (project-haystack.org "Zinc" page, docs/spec/wire-notes.md §1): grids and single values, both directions.
  *
  * Writing builds the text directly, one string per value with no regex per cell, because history
  * grids of 100,000 rows are written through here. The header says `ver:"2.0"` unless the grid

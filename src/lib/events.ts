@@ -1,5 +1,5 @@
 /**
- * The typed event bus: the one seam through which a part reacts to another (docs/design/events.md
+ * The typed event bus: the one seam through which a part reacts to another (docs/design/README.md "Parts and events"
  * lists every event, who emits it and who listens).
  *
  * - Events are named in a map of event name to listener signature. Each layer declares the events

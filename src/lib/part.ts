@@ -1,5 +1,5 @@
 /**
- * A part of the daemon (docs/design/parts.md): a long-lived piece that starts, stops, may say how it
+ * A part of the daemon (docs/design/README.md "Parts and events"): a long-lived piece that starts, stops, may say how it
  * is and registers its own metrics. The app is an ordered list of parts, started in order and
  * stopped in reverse; nothing else starts or stops them.
  */

@@ -23,25 +23,33 @@ import { HDateTime, HDict, HRef, type HVal, MARKER, REMOVE, equals, isRefId, new
 import { UTC } from '../haystack/tz.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
-import type { BatchOps, RecordStore } from '../store/records.js';
+import type { RecordStore } from '../store/records.js';
+import { EventBus } from '../lib/events.js';
 import { LIVE_TAGS } from './live-tags.js';
+import type { ModelChange, ModelEvents } from './events.js';
 
-/** The markers that say what an entity is; each entity has exactly one. */
-export const PRIMARY_MARKERS: readonly string[] = [
-  'site',
-  'space',
-  'equip',
-  'point',
-  'device',
-  'conn',
-  'modbusConn',
-  'bacnetConn',
-  'weatherStation',
-  'user',
-  'role',
-  'actionPolicy',
-];
-const PRIMARY = new Set(PRIMARY_MARKERS);
+export type { CommitHook, ModelChange, ModelListener, TransientListener } from './events.js';
+
+/**
+ * The markers that say what an entity is; each entity has exactly one. The connector markers of
+ * the drivers (`modbusConn`) are primary markers too, learnt from the driver registry at load
+ * (ModelOptions.drivers), after `conn`.
+ */
+export const PRIMARY_MARKERS: readonly string[] = ['site', 'space', 'equip', 'point', 'device', 'conn', 'weatherStation', 'user', 'role', 'actionPolicy'];
+
+/**
+ * What the model knows of the protocol drivers: the driver registry (drivers/registry.ts), given
+ * by the composition root (the model may not import drivers/, .dependency-cruiser.cjs).
+ */
+export interface DriverCatalog {
+  /** The markers of connector records (`modbusConn`, `bacnetConn`). */
+  connMarkers(): readonly string[];
+  /**
+   * Checks a record created (old undefined) or updated against the drivers' rules (a Modbus
+   * connector's register map); throws a HayloftError to refuse it.
+   */
+  checkRecord(rec: HDict, old: HDict | undefined): void;
+}
 
 /** Parent tags, in precedence order, and the marker their target must carry. */
 const PARENT_TAGS: readonly [string, string][] = [
@@ -61,23 +69,9 @@ const NAME = /^[A-Za-z0-9_:\-~]+$/;
 
 const ROOT = '';
 
-export interface ModelChange {
-  created: readonly HDict[];
-  updated: readonly HDict[];
-  /** The records as they were before deletion. */
-  deleted: readonly HDict[];
-}
 
-export type ModelListener = (change: ModelChange) => void;
 
-/**
- * Called while a commit's batch is built, with the records it writes and deletes: a hook adds
- * its own writes to the same batch, so they land atomically with the records (or not at all).
- */
-export type CommitHook = (change: { puts: readonly HDict[]; deleted: readonly HDict[] }, ops: BatchOps) => void;
 
-/** Told the id of a record whose transient tags just changed, and the names of those that did. */
-export type TransientListener = (id: string, changed: readonly string[]) => void;
 
 /**
  * Checks a caller's right to each change, run inside the transaction on the validated records
@@ -195,12 +189,23 @@ export interface ModelOptions {
   clock: Clock;
   /** Generates ids for new records; UUID v4 by default. */
   newId?: () => string;
+  /**
+   * The bus the model emits 'records.batch', 'records.committed' and 'live.changed' on (the app's,
+   * shared by every part); a model built alone (tests, CLI commands) makes its own.
+   */
+  events?: EventBus<ModelEvents>;
+  /** The drivers: their connector markers and record checks. Absent: no connector marker but `conn`. */
+  drivers?: DriverCatalog;
 }
 
 export class Model {
   private readonly records: RecordStore;
   private readonly clock: Clock;
   private readonly newId: () => string;
+  private readonly drivers: DriverCatalog | undefined;
+  /** PRIMARY_MARKERS with the drivers' connector markers. */
+  private readonly primary: readonly string[];
+  private readonly isPrimary: ReadonlySet<string>;
   private readonly byId = new Map<string, HDict>();
   private readonly transient = new Map<string, Record<string, HVal>>();
   private readonly children = new Map<string, Map<string, string>>();
@@ -211,15 +216,19 @@ export class Model {
   /** Records as returned (Refs with display names); cleared on every commit. */
   private readonly views = new Map<string, HDict>();
   private readonly filters = new Map<string, { node: FilterNode; run: ReturnType<typeof compileFilter> }>();
-  private readonly listeners: ModelListener[] = [];
-  private readonly commitHooks: CommitHook[] = [];
-  private readonly transientListeners: TransientListener[] = [];
+  /** The bus this model emits on: parts that react to records and live tags subscribe to it. */
+  readonly events: EventBus<ModelEvents>;
   private lock: Promise<unknown> = Promise.resolve();
 
   private constructor(opts: ModelOptions) {
     this.records = opts.records;
     this.clock = opts.clock;
     this.newId = opts.newId ?? (() => crypto.randomUUID());
+    this.events = opts.events ?? new EventBus<ModelEvents>();
+    this.drivers = opts.drivers;
+    const conn = PRIMARY_MARKERS.indexOf('conn') + 1;
+    this.primary = [...PRIMARY_MARKERS.slice(0, conn), ...(opts.drivers?.connMarkers() ?? []), ...PRIMARY_MARKERS.slice(conn)];
+    this.isPrimary = new Set(this.primary);
   }
 
   /** Loads every stored record and builds the indexes. */
@@ -406,28 +415,7 @@ export class Model {
     // The poll hot path (a driver sets thousands of points a second): listeners get the id and
     // the changed tag names only and must be cheap (the watch manager adds the id to a Set per
     // watch); they read values later.
-    for (let i = 0; i < this.transientListeners.length; i++) (this.transientListeners[i] as TransientListener)(id, changed);
-  }
-
-  /**
-   * Calls `listener(id, changed)` after a setTransient of an existing record changed any value
-   * (a driver's reading, hisWrite publishing a newer sample or its his stats, a write's state).
-   * Returns the unsubscribe function.
-   */
-  onTransient(listener: TransientListener): () => void {
-    this.transientListeners.push(listener);
-    return () => {
-      const i = this.transientListeners.indexOf(listener);
-      if (i >= 0) this.transientListeners.splice(i, 1);
-    };
-  }
-
-  onChange(listener: ModelListener): () => void {
-    this.listeners.push(listener);
-    return () => {
-      const i = this.listeners.indexOf(listener);
-      if (i >= 0) this.listeners.splice(i, 1);
-    };
+    this.events.emit('live.changed', id, changed);
   }
 
   /** Creates records; returns them in request order, as read returns them. */
@@ -457,6 +445,8 @@ export class Model {
           rec.mod = now;
           const dict = this.check(tx, HDict.adopt(rec));
           guard.create?.(dict);
+          // After the caller's rights: a refused caller learns nothing of the drivers' rules.
+          this.drivers?.checkRecord(dict, undefined);
           tx.put(dict);
           created.push(dict);
         } catch (e) {
@@ -492,7 +482,7 @@ export class Model {
             if (tag === 'id') continue;
             if (LIVE_TAGS.has(tag)) throw liveTag(tag);
             if (tag === 'mod') continue;
-            if (PRIMARY.has(tag) && (v === REMOVE) === old.has(tag)) {
+            if (this.isPrimary.has(tag) && (v === REMOVE) === old.has(tag)) {
               throw invalid(`the primary marker "${tag}" of ${label(old, id)} cannot be ${v === REMOVE ? 'removed' : 'added'}`);
             }
             if (v === REMOVE) {
@@ -510,6 +500,7 @@ export class Model {
             rec.mod = now;
             dict = this.check(tx, HDict.adopt(rec));
             guard.update?.(old, dict);
+            this.drivers?.checkRecord(dict, old);
             tx.put(dict);
           }
           updated.push(dict);
@@ -578,11 +569,11 @@ export class Model {
   /** Validates a new version of a record against the transaction; returns it (Refs resolved). */
   private check(tx: Tx, rec: HDict): HDict {
     const id = idOf(rec);
-    const primaries = rec.names().filter((t) => PRIMARY.has(t));
+    const primaries = rec.names().filter((t) => this.isPrimary.has(t));
     if (primaries.length !== 1) {
       throw invalid(
         primaries.length === 0
-          ? `a record needs one primary marker (${PRIMARY_MARKERS.join(', ')}); none given`
+          ? `a record needs one primary marker (${this.primary.join(', ')}); none given`
           : `a record has exactly one primary marker; got ${primaries.join(', ')}`,
       );
     }
@@ -647,23 +638,12 @@ export class Model {
     return v;
   }
 
-  /** Adds writes of another part to every commit's batch (see CommitHook). */
-  addCommitHook(hook: CommitHook): () => void {
-    this.commitHooks.push(hook);
-    return () => {
-      const i = this.commitHooks.indexOf(hook);
-      if (i >= 0) this.commitHooks.splice(i, 1);
-    };
-  }
-
   private async commit(tx: Tx): Promise<void> {
     const change = { puts: [...tx.puts.values()], deleted: [...tx.dels].map((id) => this.byId.get(id)).filter((r): r is HDict => r !== undefined) };
     await this.records.write(
       [...tx.puts].map(([id, rec]) => ({ id, rec })),
       [...tx.dels],
-      this.commitHooks.length === 0 ? undefined : (ops) => {
-        for (const hook of this.commitHooks) hook(change, ops);
-      },
+      this.events.has('records.batch') ? (ops) => this.events.emit('records.batch', change, ops) : undefined,
     );
     for (const id of tx.dels) this.unindex(id);
     for (const rec of tx.puts.values()) {
@@ -709,7 +689,7 @@ export class Model {
   }
 
   private emit(change: ModelChange): void {
-    for (const l of this.listeners) l(change);
+    this.events.emit('records.committed', change);
   }
 
   private serialise<T>(f: () => Promise<T>): Promise<T> {

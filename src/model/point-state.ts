@@ -21,6 +21,7 @@
 import { REL, type TimeZone, UTC, findTimeZone } from '../haystack/tz.js';
 import { HDateTime, HNumber, type HDict, type HVal } from '../haystack/values.js';
 import type { HisKind, HistoryStore } from '../store/history.js';
+import type { Metrics } from '../lib/metrics.js';
 import type { Model } from './model.js';
 
 /** The kinds a point may have (what history, drivers and writes can hold). */
@@ -215,5 +216,18 @@ export class PointState {
     const kind = pointKind(rec);
     const val = kind === 'Number' && typeof last.val === 'number' ? new HNumber(last.val, pointUnit(rec)) : last.val;
     this.hisWritten(id, { ts: last.ts, val });
+  }
+
+  /** Points by curStatus, read at scrape time. */
+  metrics(metrics: Metrics): void {
+    metrics.gauge('hayloft_points', 'Points by curStatus (none: no current value)', ['curStatus'], () => {
+      const by = new Map<string, number>();
+      for (const p of this.model.query('point')) {
+        const s = p.get('curStatus');
+        const k = typeof s === 'string' ? s : 'none';
+        by.set(k, (by.get(k) ?? 0) + 1);
+      }
+      return [...by].map(([curStatus, value]) => ({ labels: { curStatus }, value }));
+    });
   }
 }

@@ -13,8 +13,9 @@
  *   `minVal`/`maxVal`; for Strs an `enum` list when there is one.
  *
  * One service for every writer: the pointWrite op, the console (through the op) and the MQTT
- * uplink call write(); the poller listens with onEffective() and sends the effective value to
- * the device. Permissions are the caller's: it passes `authorize`, run on the resolved point
+ * uplink call write(). A change of the effective value is emitted on the bus as 'write.effective'
+ * (model/events.ts): the poller's write queue hears it and sends the value to the device (the
+ * model layer cannot call the poller above it; docs/design/paths.md follows a write end to end). Permissions are the caller's: it passes `authorize`, run on the resolved point
  * before anything changes, so a refusal is audited like any other.
  */
 import { durationMs } from '../haystack/duration.js';
@@ -26,6 +27,10 @@ import type { Logger } from '../lib/log.js';
 import type { AuditEntry, StoredLevel, WriteStore } from '../store/write-store.js';
 import type { Model, ModelChange } from './model.js';
 import { type PointKind, type PointState, type WriteStatus, describeKind, pointKind, pointUnit } from './point-state.js';
+import type { Part } from '../lib/part.js';
+import type { Effective } from './events.js';
+
+export type { Effective, EffectiveListener } from './events.js';
 
 export const LEVEL_COUNT = 17;
 /** The default level: the value when no other level is set. */
@@ -52,10 +57,6 @@ export interface LevelRow {
 }
 
 /** The value a point's array gives: the set level of highest priority; null at 17 when none. */
-export interface Effective {
-  val: HVal | null;
-  level: number;
-}
 
 /** Who asks for a write. */
 export interface Actor {
@@ -80,7 +81,6 @@ export interface PointWriteRequest {
   authorize?: (rec: HDict, level: number) => void;
 }
 
-export type EffectiveListener = (id: string, eff: Effective) => void;
 
 export interface PointWriterOptions {
   model: Model;
@@ -114,7 +114,8 @@ function limit(rec: HDict, tag: string, unit: string | null): number | undefined
   return typeof c === 'number' ? c : undefined;
 }
 
-export class PointWriter {
+export class PointWriter implements Part {
+  readonly name = 'writer';
   private readonly model: Model;
   private readonly points: PointState;
   private readonly store: WriteStore;
@@ -122,12 +123,10 @@ export class PointWriter {
   private readonly log: Logger;
   /** Point id -> its set levels, by level. */
   private readonly arrays = new Map<string, Map<number, StoredLevel>>();
-  private readonly listeners: EffectiveListener[] = [];
   private readonly published = new Map<string, Effective>();
   private lock: Promise<unknown> = Promise.resolve();
   private timer: ReturnType<typeof setTimeout> | undefined;
   private timerAt = Infinity;
-  private unlisten: (() => void)[] = [];
   private running = false;
 
   constructor(opts: PointWriterOptions) {
@@ -156,22 +155,19 @@ export class PointWriter {
       await this.store.save([...new Set(ended)].map((id) => ({ pointId: id, levels: this.levelsOf(id) })), []);
       this.log.info({ points: [...new Set(ended)] }, 'timed point overrides ended while stopped');
     }
-    this.unlisten.push(
-      this.model.onChange((c) => this.changed(c)),
-      // A deleted point's array goes in the same batch as the point.
-      this.model.addCommitHook((change, ops) => {
-        const ids = change.deleted.map((r) => (r.get('id') as HRef).id).filter((id) => this.arrays.has(id));
-        if (ids.length > 0) this.store.dropInBatch(ops, ids);
-      }),
-    );
+    this.model.events.on('records.committed', this, (c) => this.changed(c));
+    // A deleted point's array goes in the same batch as the point.
+    this.model.events.on('records.batch', this, (change, ops) => {
+      const ids = change.deleted.map((r) => (r.get('id') as HRef).id).filter((id) => this.arrays.has(id));
+      if (ids.length > 0) this.store.dropInBatch(ops, ids);
+    });
     for (const id of this.model.idsWithTag('writable')) this.publish(id);
     this.schedule();
   }
 
   stop(): void {
     this.running = false;
-    for (const u of this.unlisten) u();
-    this.unlisten = [];
+    this.model.events.off(this);
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
     this.timerAt = Infinity;
@@ -180,15 +176,6 @@ export class PointWriter {
   /** Whether a record is a writable point. */
   isWritable(rec: HDict): boolean {
     return rec.has('point') && rec.has('writable');
-  }
-
-  /** Calls `listener(id, effective)` when a point's effective value changes. */
-  onEffective(listener: EffectiveListener): () => void {
-    this.listeners.push(listener);
-    return () => {
-      const i = this.listeners.indexOf(listener);
-      if (i >= 0) this.listeners.splice(i, 1);
-    };
   }
 
   /** The 17 levels of a writable point (id or name). Throws HL_NOT_FOUND / HL_NOT_WRITABLE. */
@@ -404,7 +391,7 @@ export class PointWriter {
     const old = this.published.get(id);
     this.published.set(id, eff);
     if (old !== undefined && old.level === eff.level && (old.val === eff.val || (old.val !== null && eff.val !== null && equals(old.val, eff.val)))) return;
-    for (const l of this.listeners) l(id, eff);
+    this.model.events.emit('write.effective', id, eff);
   }
 
   private changed(c: ModelChange): void {

@@ -15,7 +15,7 @@
  * so one dead device never delays the others. A bucket that falls behind is not read twice to
  * catch up: it keeps its phase and skips the missed cycles.
  *
- * Status (wire-notes §6): `ok` with `curVal`; `down` (the device does not answer, the link is
+ * Status (docs/spec/wire-notes.md §6): `ok` with `curVal`; `down` (the device does not answer, the link is
  * lost) and `fault` (configuration, or the device refuses the point) with `curErr` and no
  * `curVal`; `stale` keeps the last `curVal` when no fresh value came within the stale time
  * (connector `staleTime`, default three poll times and at least 30 s); `disabled` for a
@@ -35,6 +35,8 @@ import type { Clock } from '../lib/clock.js';
 import { backoffDelay } from '../lib/backoff.js';
 import { ErrorCodes, isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
+import type { Metrics } from '../lib/metrics.js';
+import type { Part } from '../lib/part.js';
 import type { Model, ModelChange } from '../model/model.js';
 import { POINT_KINDS_TEXT, type CurStatus, type CurTags, type PointState, pointKind, pointUnit } from '../model/point-state.js';
 import type { HisKind, HistoryStore } from '../store/history.js';
@@ -159,7 +161,8 @@ function convert(kind: HisKind, v: RawValue): RawValue | { err: string } {
   }
 }
 
-export class Poller {
+export class Poller implements Part {
+  readonly name = 'poller';
   private readonly model: Model;
   private readonly state: PointState;
   private readonly drivers: DriverRegistry;
@@ -179,7 +182,6 @@ export class Poller {
   private readonly inflight = new Set<Promise<void>>();
   /** Buckets created per poll time: the golden-ratio sequence index of the next one's offset. */
   private readonly staggered = new Map<number, number>();
-  private unlisten: (() => void) | undefined;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private timerAt = Infinity;
   private running = false;
@@ -203,7 +205,7 @@ export class Poller {
     this.writes =
       writer === undefined
         ? undefined
-        : new WriteQueue({ points: opts.points, writer, clock: opts.clock, log: opts.log, wake: (at) => this.wake(at), ...(opts.backoff ? { backoff: opts.backoff } : {}) });
+        : new WriteQueue({ points: opts.points, writer, events: opts.model.events, clock: opts.clock, log: opts.log, wake: (at) => this.wake(at), ...(opts.backoff ? { backoff: opts.backoff } : {}) });
     // Collected history shows in hisSize/hisStart/hisEnd as hisWrite's does.
     this.collector = new HisCollector({
       history: opts.history,
@@ -235,7 +237,7 @@ export class Poller {
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.unlisten = this.model.onChange((c) => this.changed(c));
+    this.model.events.on('records.committed', this, (c) => this.changed(c));
     this.scan();
     this.log.info({ connectors: this.conns.size, points: this.points.size }, 'poller started');
   }
@@ -261,8 +263,7 @@ export class Poller {
   async stop(): Promise<void> {
     if (!this.running) return;
     this.running = false;
-    this.unlisten?.();
-    this.unlisten = undefined;
+    this.model.events.off(this);
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
     this.timerAt = Infinity;
@@ -282,6 +283,30 @@ export class Poller {
     const out = new Map<string, ConnectorStats>();
     for (const [id, st] of this.perConn) if (this.conns.has(id)) out.set(id, st);
     return out;
+  }
+
+  /** The running totals and the connectors' states, read at scrape time. */
+  metrics(metrics: Metrics): void {
+    metrics.counter('hayloft_poll_reads_total', 'Driver reads (poll buckets read) since start', () => this.stats().reads);
+    metrics.counter('hayloft_poll_failures_total', 'Driver reads that found the device down, since start', () => this.stats().failures);
+    // Per connector (labelled by its name, else its id): reads, failures, and time spent reading.
+    const perConnector = (pick: (s: ConnectorStats) => number): (() => { labels: Record<string, string>; value: number }[]) => () =>
+      [...this.connectorStats()].map(([id, s]) => {
+        const name = this.model.stored(id)?.get('name');
+        return { labels: { connector: typeof name === 'string' ? name : id }, value: pick(s) };
+      });
+    metrics.counter('hayloft_connector_reads_total', 'Driver reads per connector since start', () => 0, ['connector'], perConnector((s) => s.reads));
+    metrics.counter('hayloft_connector_read_failures_total', 'Driver reads per connector that found the device down', () => 0, ['connector'], perConnector((s) => s.failures));
+    metrics.counter('hayloft_connector_read_seconds_total', 'Seconds spent in driver reads per connector (divide by reads for the mean latency)', () => 0, ['connector'], perConnector((s) => s.seconds));
+    metrics.gauge('hayloft_history_backlog_samples', 'Collected history samples not yet written', [], () => this.stats().hisBacklog);
+    metrics.gauge('hayloft_connectors', 'Connectors by connStatus', ['connStatus'], () => {
+      const by = new Map<string, number>();
+      for (const c of this.model.query('connStatus')) {
+        const s = c.get('connStatus');
+        if (typeof s === 'string') by.set(s, (by.get(s) ?? 0) + 1);
+      }
+      return [...by].map(([connStatus, value]) => ({ labels: { connStatus }, value }));
+    });
   }
 
   stats(): PollerStats {

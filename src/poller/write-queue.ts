@@ -26,6 +26,8 @@ import type { Clock } from '../lib/clock.js';
 import { backoffDelay } from '../lib/backoff.js';
 import { ErrorCodes, isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
+import type { EventBus } from '../lib/events.js';
+import type { ModelEvents } from '../model/events.js';
 import type { PointState, WriteStatus } from '../model/point-state.js';
 import type { Effective, PointWriter } from '../model/point-writer.js';
 
@@ -61,6 +63,8 @@ interface Pending {
 export interface WriteQueueOptions {
   points: PointState;
   writer: PointWriter;
+  /** The bus the writer emits 'write.effective' on (model/events.ts). */
+  events: EventBus<ModelEvents>;
   clock: Clock;
   log: Logger;
   /** Asks the poller's timer to run tick() at `at`. */
@@ -86,7 +90,6 @@ export class WriteQueue {
   private readonly inflight = new Set<Promise<void>>();
   private readonly minBackoffMs: number;
   private readonly maxBackoffMs: number;
-  private unlisten: (() => void) | undefined;
   private starting = true;
 
   constructor(opts: WriteQueueOptions) {
@@ -96,7 +99,7 @@ export class WriteQueue {
   }
 
   start(): void {
-    this.unlisten = this.o.writer.onEffective((id, eff) => this.changed(id, eff));
+    this.o.events.on('write.effective', this, (id, eff) => this.changed(id, eff));
   }
 
   /** Points configured at start are in: from now on, new points write only what changes. */
@@ -105,8 +108,7 @@ export class WriteQueue {
   }
 
   async stop(): Promise<void> {
-    this.unlisten?.();
-    this.unlisten = undefined;
+    this.o.events.off(this);
     await Promise.allSettled([...this.inflight]);
     this.byId.clear();
   }
@@ -190,6 +192,9 @@ export class WriteQueue {
     const now = this.o.clock.now();
     for (const p of this.byId.values()) {
       if (p.target.id !== connId || !p.onOpen || p.want === undefined || p.prepared === undefined) continue;
+      // A device that was away may have restarted and lost the value: what it holds from us is
+      // unknown, so the value counts as a change (due now, writeMinTime still applies).
+      p.sent = undefined;
       p.due = now;
       p.failures = 0;
     }

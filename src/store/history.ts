@@ -31,6 +31,12 @@
  */
 import type { AbstractSnapshot } from 'abstract-level';
 import { ErrorCodes, HayloftError, isHayloftError } from '../lib/errors.js';
+import { EventBus } from '../lib/events.js';
+import type { Metrics } from '../lib/metrics.js';
+import type { Part } from '../lib/part.js';
+import type { HisBatch, StoreEvents } from './events.js';
+
+export type { HisBatch, HisListener, HisPlanHook } from './events.js';
 import type { BinarySublevel, Store } from './db.js';
 import {
   chunkCount,
@@ -92,30 +98,16 @@ export interface HisStats {
 }
 
 export interface HistoryOptions {
+  /** The bus it emits 'his.plan' and 'his.written' on (the app's); a store built alone makes its own. */
+  events?: EventBus<StoreEvents>;
   /** Samples per sealed chunk (default 1024; see docs/performance.md for the measurements). */
   chunkSize?: number;
 }
 
 export const DEFAULT_CHUNK_SIZE = 1024;
 
-/**
- * Told after each commit: the samples a write committed (time order, one per timestamp), or null
- * when samples of the point were deleted. Called synchronously; must be cheap (the MQTT edge node
- * keeps recent samples in memory with it instead of reading each one back).
- */
-export type HisListener = (pointId: string, kind: HisKind, written: { readonly ts: readonly number[]; readonly val: readonly HisValue[] } | null) => void;
 
-/**
- * Called inside a write for each point written, before the write's batch is committed, with the
- * point's oldest and newest sample in it and its newest sample before the write (-Infinity when it
- * had none): lets another owner of the data folder put its own keys into the same atomic batch (an
- * uplink's mark of samples older than what it already sent, see SyncState).
- * Must not throw, and must be quick: it runs under the written points' locks.
- */
-export type HisPlanHook = (pointId: string, first: number, last: number, before: number, batch: HisBatch) => void;
 
-/** A LevelDB batch of the store's database (puts name their sublevel). */
-export type HisBatch = ReturnType<Store['db']['batch']>;
 
 /** The columns as one object per sample (convenience for callers and tests; slower). */
 export function toSamples(cols: HisColumns): HisSample[] {
@@ -385,7 +377,8 @@ const EMPTY_TS = new Float64Array(0);
 
 // ---------------------------------------------------------------------------------------------
 
-export class HistoryStore {
+export class HistoryStore implements Part {
+  readonly name = 'history';
   private readonly store: Store;
   private readonly his: BinarySublevel;
   private readonly chunkSize: number;
@@ -401,8 +394,8 @@ export class HistoryStore {
   private state: 'new' | 'started' | 'stopped' = 'new';
   /** Samples committed since start, for metrics (a sample rewritten counts again). */
   samplesWritten = 0;
-  private readonly listeners: HisListener[] = [];
-  private readonly planHooks: HisPlanHook[] = [];
+  /** Where writes are told (store/events.ts): 'his.plan' in each write's batch, 'his.written' after. */
+  readonly events: EventBus<StoreEvents>;
 
   constructor(store: Store, options: HistoryOptions = {}) {
     this.store = store;
@@ -410,24 +403,7 @@ export class HistoryStore {
     const cs = options.chunkSize ?? DEFAULT_CHUNK_SIZE;
     if (!Number.isInteger(cs) || cs < 2 || cs > 1 << 20) throw new RangeError(`chunkSize must be an integer in 2..${1 << 20}`);
     this.chunkSize = cs;
-  }
-
-  /** Calls `listener` after every committed write and delete (see HisListener); returns the unsubscribe function. */
-  onWritten(listener: HisListener): () => void {
-    this.listeners.push(listener);
-    return () => {
-      const i = this.listeners.indexOf(listener);
-      if (i >= 0) this.listeners.splice(i, 1);
-    };
-  }
-
-  /** Calls `hook` inside every write, before it is committed (see HisPlanHook); returns the function that removes it. */
-  onPlan(hook: HisPlanHook): () => void {
-    this.planHooks.push(hook);
-    return () => {
-      const i = this.planHooks.indexOf(hook);
-      if (i >= 0) this.planHooks.splice(i, 1);
-    };
+    this.events = options.events ?? new EventBus<StoreEvents>();
   }
 
   /**
@@ -439,6 +415,10 @@ export class HistoryStore {
   }
 
   /** Loads every point's metadata (one short scan of the 'M' keys). */
+  metrics(metrics: Metrics): void {
+    metrics.counter('hayloft_history_samples_written_total', 'History samples written since start (hisWrite and collection)', () => this.samplesWritten);
+  }
+
   async start(): Promise<void> {
     if (this.state === 'started') return;
     this.metas.clear();
@@ -541,8 +521,8 @@ export class HistoryStore {
         const next = new Map<string, Meta>();
         try {
           for (const p of prepared) next.set(p.id, await this.planWrite(batch, p.id, p.kind, p.cols));
-          for (const h of this.planHooks) {
-            for (const p of prepared) h(p.id, p.cols.ts[0] as number, p.cols.ts[p.cols.ts.length - 1] as number, this.metas.get(p.id)?.end ?? -Infinity, batch);
+          if (this.events.has('his.plan')) {
+            for (const p of prepared) this.events.emit('his.plan', p.id, p.cols.ts[0] as number, p.cols.ts[p.cols.ts.length - 1] as number, this.metas.get(p.id)?.end ?? -Infinity, batch);
           }
         } catch (e) {
           await batch.close();
@@ -551,7 +531,7 @@ export class HistoryStore {
         await this.commit(batch, 'cannot write history');
         for (const [id, m] of next) this.metas.set(id, m);
         for (const p of prepared) this.samplesWritten += p.cols.ts.length;
-        for (const l of this.listeners) for (const p of prepared) l(p.id, p.kind, p.cols);
+        for (const p of prepared) this.events.emit('his.written', p.id, p.kind, p.cols);
       },
     );
   }
@@ -744,7 +724,7 @@ export class HistoryStore {
         const kind = (m ?? this.metas.get(pointId))?.kind;
         if (m === null) this.metas.delete(pointId);
         else this.metas.set(pointId, m);
-        if (kind !== undefined) for (const l of this.listeners) l(pointId, kind, null);
+        if (kind !== undefined) this.events.emit('his.written', pointId, kind, null);
       }
       return removed;
     });
@@ -845,7 +825,7 @@ export class HistoryStore {
       }
       await this.commit(batch, 'cannot delete history');
       this.metas.delete(pointId);
-      for (const l of this.listeners) l(pointId, m.kind, null);
+      this.events.emit('his.written', pointId, m.kind, null);
       return m.size;
     });
     const gate = done.then(

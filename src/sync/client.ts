@@ -1,9 +1,9 @@
 /**
- * A client of an upstream Haystack REST service (interface.md): OAuth2 tokens by the password or
+ * A client of an upstream Haystack REST service (docs/spec/interface.md): OAuth2 tokens by the password or
  * refresh grant (client credentials by HTTP Basic), JSON grids posted to `/api/<op>`.
  *
  * Tokens: the access token is reused until shortly before `expires_in` (an absolute epoch-ms
- * instant per wire-notes §3; a small number is taken as a duration in ms, as interface.md words
+ * instant per docs/spec/wire-notes.md §3; a small number is taken as a duration in ms, as docs/spec/interface.md words
  * it) and renewed on a 401 as well, whichever comes first. The refresh grant is preferred; every
  * refresh rotates the refresh token, and the new one is stored (fsync) before anything else, as
  * the upstream has already forgotten the old one. A refused refresh falls back to the password

@@ -19,7 +19,7 @@ import type { Model } from '../model/model.js';
 import { type UpstreamClient, UpstreamError } from './client.js';
 import type { Mapping, SyncState } from './state.js';
 
-/** Parent tags in precedence order (wire-notes §4, as src/model resolves parents). */
+/** Parent tags in precedence order (docs/spec/wire-notes.md §4, as src/model resolves parents). */
 const PARENT_TAGS = ['equipRef', 'spaceRef', 'siteRef'] as const;
 /** Tags the upstream keeps for itself. */
 const OWN_TAGS = new Set(['id', 'mod']);

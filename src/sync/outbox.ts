@@ -7,7 +7,7 @@
  * What it owns, per connector (its keys in the `sync` sublevel, see SyncState):
  * - cursors (the newest sample the upstream acknowledged, per point) and late spans (samples
  *   written at or before what was sent: a backfill, a correction), marked in the write's own
- *   LevelDB batch through HistoryStore.onPlan (SyncState.markLate);
+ *   LevelDB batch on the bus's 'his.plan' (SyncState.markLate);
  * - the pending points: those with late spans or samples after their cursor, oldest first
  *   (pending());
  * - reads of history under the claim protocol (beginReads(), read(); a write the read may miss,
@@ -84,7 +84,7 @@ export interface Sent {
 }
 
 /**
- * A point's samples after its cursor, as the history store told them (onWritten), so that live
+ * A point's samples after its cursor, as the history store told them ('his.written'), so that live
  * data is not read back from LevelDB (10,000 points at 1 s would be 10,000 reads a second).
  * While `known`, these are all the samples the store holds after the cursor; a delete, a write
  * older than the newest kept, or more than TAIL_MAX samples (an outage) end that, and the point
@@ -112,7 +112,6 @@ export class Outbox {
   private readonly status = new Map<string, PointStatus>();
   /** Points deleted from the model, forgotten at the sender's next pass (none is in flight then). */
   private readonly deleted = new Set<string>();
-  private unlisten: (() => void)[] = [];
   private failureCount = 0;
   private readonly retry: BackoffOptions;
 
@@ -125,21 +124,19 @@ export class Outbox {
   async start(): Promise<void> {
     await this.state.load();
     const { history, model } = this.o;
-    this.unlisten.push(
-      // Samples written at or before what was sent (a backfill, a correction) are marked in the
-      // write's own batch, and sent again (see SyncState.markLate).
-      history.onPlan((id, first, last, before, batch) => this.state.markLate(id, first, last, before, batch)),
-      model.onChange((c) => {
-        for (const r of c.deleted) this.deleted.add((r.get('id') as HRef).id);
-        this.o.modelChanged?.(c);
-      }),
-    );
-    if (this.o.tails === true) this.unlisten.push(history.onWritten((id, _kind, written) => this.written(id, written)));
+    // Samples written at or before what was sent (a backfill, a correction) are marked in the
+    // write's own batch, and sent again (see SyncState.markLate).
+    history.events.on('his.plan', this, (id, first, last, before, batch) => this.state.markLate(id, first, last, before, batch));
+    model.events.on('records.committed', this, (c) => {
+      for (const r of c.deleted) this.deleted.add((r.get('id') as HRef).id);
+      this.o.modelChanged?.(c);
+    });
+    if (this.o.tails === true) history.events.on('his.written', this, (id, _kind, written) => this.written(id, written));
   }
 
   stop(): void {
-    for (const u of this.unlisten) u();
-    this.unlisten = [];
+    this.o.model.events.off(this);
+    this.o.history.events.off(this);
   }
 
   /** Forgets the cursors, late spans and mappings of the points deleted since the last call. */

@@ -1,7 +1,7 @@
 /**
  * What the uplink needs of its configuration. The config layer's UplinkConfig (src/config/uplink.ts,
  * where each key is documented and checked) has this shape; sync may not import config
- * (ARCHITECTURE.md dependency direction), so the shape is restated here and the composition root
+ * (docs/design/README.md dependency direction), so the shape is restated here and the composition root
  * hands one to the other.
  */
 export interface UplinkSettings {

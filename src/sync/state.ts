@@ -8,7 +8,7 @@
  *   <name>:l:<pointId>   late: the spans of time (JSON [[from, to], ...], epoch ms) of samples
  *                        written at or before what was already sent (a backfill, a correction
  *                        of an old value), to be sent again. They are put in the very batch that
- *                        writes those samples (HistoryStore.onPlan), so no crash keeps the samples
+ *                        writes those samples (the bus's 'his.plan'), so no crash keeps the samples
  *                        and loses their mark.
  *
  * Cursors and mappings are written without fsync: losing the newest of them in a power cut only
@@ -117,7 +117,7 @@ export class SyncState {
   }
 
   /**
-   * The history store's plan hook (HistoryStore.onPlan): a write whose oldest sample is at or
+   * The history store's plan event ('his.plan'): a write whose oldest sample is at or
    * before what was sent, or what may be in the batch in flight, marks its span up to there as
    * late, in the write's own batch. `before` is the point's newest sample before the write: a
    * write wholly after it cannot be in a read that began before it (the read's end is the point's

@@ -34,6 +34,8 @@ import type { HDict, HRef } from '../haystack/values.js';
 import type { Clock } from '../lib/clock.js';
 import { ErrorCodes, isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
+import type { Metrics } from '../lib/metrics.js';
+import type { Part as DaemonPart } from '../lib/part.js';
 import type { Model } from '../model/model.js';
 import { POINT_KINDS_TEXT, type PointState, describeKind, pointKind, pointUnit, pointZone } from '../model/point-state.js';
 import type { Store } from '../store/db.js';
@@ -109,7 +111,8 @@ interface Part {
   sent: Sent;
 }
 
-export class Uplink {
+export class Uplink implements DaemonPart {
+  readonly name = 'uplink';
   private readonly o: UplinkOptions;
   private readonly cfg: UplinkSettings;
   private readonly outbox: Outbox;
@@ -369,6 +372,25 @@ export class Uplink {
       this.counters.sentSamples += x.part.run.ts.length;
       this.refreshStatus(x.p.id);
     }
+  }
+
+  /** The uplink's figures (stats()), read at scrape time. */
+  metrics(metrics: Metrics): void {
+    const connector = this.state.name;
+    metrics.gauge('hayloft_uplink_points', 'Points synced upstream, by syncStatus', ['connector', 'syncStatus'], () =>
+      Object.entries(this.stats().byStatus).map(([syncStatus, value]) => ({ labels: { connector, syncStatus }, value })),
+    );
+    metrics.gauge('hayloft_uplink_backlog_points', 'Points with samples not yet acknowledged upstream', ['connector'], () => [{ labels: { connector }, value: this.stats().backlogPoints }]);
+    metrics.gauge('hayloft_uplink_backlog_samples', 'Samples not yet acknowledged upstream (estimated from each point\'s density)', ['connector'], () => [
+      { labels: { connector }, value: this.stats().backlogSamples },
+    ]);
+    metrics.counter('hayloft_uplink_samples_sent_total', 'History samples acknowledged upstream since start', () => this.stats().sentSamples);
+    metrics.counter('hayloft_uplink_batches_sent_total', 'hisWrite batches acknowledged upstream since start', () => this.stats().sentBatches);
+    metrics.counter('hayloft_uplink_errors_total', 'Failed upstream requests since start', () => this.stats().errors);
+    metrics.gauge('hayloft_uplink_consecutive_failures', 'Failed uplink passes in a row (0: the last one succeeded)', ['connector'], () => [{ labels: { connector }, value: this.stats().failures }]);
+    metrics.gauge('hayloft_uplink_last_ack_timestamp_seconds', 'When the upstream last acknowledged a batch (0: never)', ['connector'], () => [
+      { labels: { connector }, value: (this.stats().lastAck ?? 0) / 1000 },
+    ]);
   }
 
   stats(): UplinkStats {

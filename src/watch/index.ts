@@ -1,5 +1,5 @@
 /**
- * src/watch: watches (interface.md watchSub/watchPoll/watchUnsub, wire-notes §6): leases,
+ * src/watch: watches (docs/spec/interface.md watchSub/watchPoll/watchUnsub, docs/spec/wire-notes.md §6): leases,
  * changed-since-last-poll tracking fed by the model's transient-value notifications, deleted-point
  * status, per-user and per-watch limits. Knows nothing of HTTP or permissions: the api layer
  * passes the owner and a visibility predicate.

@@ -1,5 +1,5 @@
 /**
- * Watch leases (wire-notes §6): a Number with a time unit, default 1 min, clamped to [10 s, 24 h].
+ * Watch leases (docs/spec/wire-notes.md §6): a Number with a time unit, default 1 min, clamped to [10 s, 24 h].
  * Clamping rather than refusing an out-of-range lease: a client asking for a week still gets a
  * working watch, and the answer's `lease` tells it what it got.
  */

@@ -23,6 +23,7 @@ import type { Logger } from '../lib/log.js';
 import { CUR_TAGS } from '../model/live-tags.js';
 import type { Model, ModelChange } from '../model/model.js';
 import { type Lease, parseLease } from './lease.js';
+import type { Part } from '../lib/part.js';
 
 export interface WatchLimits {
   /** Open watches one user may hold at once. */
@@ -116,7 +117,8 @@ function limitError(message: string): HayloftError {
   return new HayloftError(ErrorCodes.WATCH_LIMIT, message);
 }
 
-export class WatchManager {
+export class WatchManager implements Part {
+  readonly name = 'watches';
   readonly limits: Readonly<WatchLimits>;
   private readonly model: Model;
   private readonly clock: Clock;
@@ -128,7 +130,6 @@ export class WatchManager {
   /** Point id -> the watches holding it: the only lookup a value change makes. */
   private readonly byPoint = new Map<string, Set<Watch>>();
   private timer: ReturnType<typeof setInterval> | undefined;
-  private unlisten: (() => void)[] = [];
   private started = false;
 
   constructor(opts: WatchManagerOptions) {
@@ -144,19 +145,17 @@ export class WatchManager {
   start(): void {
     if (this.started) return;
     this.started = true;
-    this.unlisten = [
-      this.model.onTransient((id, changed) => {
-        // Watch rows carry curVal/curStatus/curErr only: other live tags (hisWrite's hisSize,
-        // a write's writeVal) do not report the point again.
-        for (let i = 0; i < changed.length; i++) {
-          if (CUR_TAGS.includes(changed[i] as string)) {
-            this.touched(id);
-            return;
-          }
+    this.model.events.on('live.changed', this, (id, changed) => {
+      // Watch rows carry curVal/curStatus/curErr only: other live tags (hisWrite's hisSize,
+      // a write's writeVal) do not report the point again.
+      for (let i = 0; i < changed.length; i++) {
+        if (CUR_TAGS.includes(changed[i] as string)) {
+          this.touched(id);
+          return;
         }
-      }),
-      this.model.onChange((c) => this.modelChanged(c)),
-    ];
+      }
+    });
+    this.model.events.on('records.committed', this, (c) => this.modelChanged(c));
     this.timer = setInterval(() => this.housekeep(), this.housekeepingMs);
     // Housekeeping alone must not keep the process alive (tests, CLI commands).
     this.timer.unref();
@@ -166,8 +165,7 @@ export class WatchManager {
   stop(): void {
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
-    for (const f of this.unlisten) f();
-    this.unlisten = [];
+    this.model.events.off(this);
     for (const w of [...this.watches.values()]) this.closeWatch(w, 'closed');
     this.watches.clear();
     this.byOwner.clear();
@@ -434,7 +432,7 @@ function unknownRow(id: HRef, err: string): HDict {
 /**
  * A point's watch row. `curStatus` absent means never read (`unknown`), unless a value was set
  * without a status (updateRec of curVal alone, or hisWrite): that value is the point's last
- * known one, so `ok`. `curVal` only with ok or stale (wire-notes §6); `curErr` only when not ok.
+ * known one, so `ok`. `curVal` only with ok or stale (docs/spec/wire-notes.md §6); `curErr` only when not ok.
  */
 function rowOf(rec: HDict): HDict {
   const val = rec.get('curVal');

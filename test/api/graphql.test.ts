@@ -4,7 +4,8 @@
  * from the raw samples, for points in zones with DST changes inside the range.
  */
 import t from 'tap';
-import { HDict, HNumber, type HRef, MARKER } from '../../src/haystack/values.js';
+import { HDict, HNumber, HRef, MARKER } from '../../src/haystack/values.js';
+import { errOf, gridOf, postGrid } from '../helpers/http.js';
 import { prng } from '../helpers/prng.js';
 import { startApp, type Running } from '../helpers/app.js';
 
@@ -97,6 +98,29 @@ t.test('permissions and impersonation as REST', async (t) => {
   t.equal(his.body.errors?.[0]?.extensions?.errCode, 'HL_FORBIDDEN', 'history needs HIS_READ');
   const imp = await gql(s, '{ haystack { search(filter: "point") { count } } }', { ...s.auth, 'x-impersonate': uid });
   t.same(imp.body.data, { haystack: { search: { count: 1 } } }, 'X-IMPERSONATE applies');
+});
+
+t.test('history of a point hisRead refuses is refused the same way (one set of checks, his-points.ts)', async (t) => {
+  const s = await startApp(t);
+  const { points } = await model(s);
+  const made = await s.app.model.create([
+    HDict.of({ point: MARKER, kind: 'Number', name: 'sp', unit: '°C' }),
+    HDict.of({ point: MARKER, his: MARKER, name: 'nokind' }),
+  ]);
+  const [noHis, noKind] = made.map((r) => (r.get('id') as HRef).id) as [string, string];
+  const history = (id: string): string => `{ haystack { entity(id: "${id}") { history(rangeRelative: {size: 1, timeUnit: DAY}) { timeSeries { dataPoints { time } } } } } }`;
+  for (const [what, id, code, why] of [
+    ['a point without his', noHis, 'HL_BAD_REQUEST', /is not a historized point/],
+    ['a point without kind', noKind, 'HL_INVALID_RECORD', /no kind tag/],
+  ] as const) {
+    const rest = await postGrid(s.base, 'hisRead', gridOf({ id: HRef.of(id), range: 'today' }), { headers: s.auth });
+    t.equal(errOf(rest)?.code, code, `hisRead refuses ${what}`);
+    const a = await gql(s, history(id));
+    t.equal(a.body.errors?.[0]?.extensions?.errCode, code, `GraphQL history refuses ${what} as hisRead does`);
+    t.match(a.body.errors?.[0]?.message, why);
+  }
+  const ok = await gql(s, history(points[0] as string));
+  t.equal(ok.body.errors, undefined, 'a historized point is read');
 });
 
 t.test('limits: depth, fields, history points; 2,000 aliased searches pass', async (t) => {

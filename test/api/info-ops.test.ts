@@ -11,6 +11,7 @@ import { silentLogger } from '../../src/lib/log.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { errOf, getGrid, postGrid } from '../helpers/http.js';
 import { BOOT, NOW, fakeCtx, startServer } from '../helpers/api-fixture.js';
+import { Gate } from '../../src/auth/gate.js';
 
 const extra: Op = { name: 'read', summary: 'Read records', methods: ['GET', 'POST'], run: () => HGrid.empty() };
 
@@ -79,7 +80,7 @@ t.test('ops lists the ops given to the server', async (t) => {
 
   // Outside a server there is no list to report.
   const ctx = fakeCtx(new ManualClock(0), silentLogger());
-  t.throws(() => opsOp.run({ op: 'ops', method: 'GET', grid: HGrid.empty(), ctx, principal: null }), { code: ErrorCodes.INTERNAL });
+  t.throws(() => opsOp.run({ op: 'ops', method: 'GET', grid: HGrid.empty(), ctx, gate: Gate.OPEN }), { code: ErrorCodes.INTERNAL });
 });
 
 t.test('formats lists what is read and written', async (t) => {

@@ -327,7 +327,7 @@ t.test('unknown op 404, wrong method 405 with Allow, HEAD', async (t) => {
 t.test('errors: grid shape, codes to statuses, unexpected errors', async (t) => {
   const s = await startServer(t, ops);
   const nf = await request(s.base, '/api/notFound');
-  t.equal(nf.status, 400, 'NOT_FOUND is 400 (wire-notes §2)');
+  t.equal(nf.status, 400, 'NOT_FOUND is 400 (docs/spec/wire-notes.md §2)');
   const g = nf.grid as HGrid;
   t.equal(g.meta.get('err'), MARKER, 'meta err is a Marker');
   t.equal(g.meta.get('dis'), 'no record @nope: check the id', 'dis is the message');

@@ -215,7 +215,7 @@ t.test('a history round trip through the client: hisWrite, hisRead, hisDelete (p
   // batch.hisDelete first reads the span, then finds its start with Date.parse(ts without "t:"):
   // Date.parse('2024-01-12T00:00:00Z UTC') is NaN, so the client throws "Invalid time value"
   // before it sends a single hisDelete. Every Haystack DateTime this server writes carries its
-  // zone name (interface.md: `t:<date>T<time><offset> <tz>`), so this is the client's to fix.
+  // zone name (docs/spec/interface.md: `t:<date>T<time><offset> <tz>`), so this is the client's to fix.
   await t.test('batch.hisDelete', { todo: 'the client Date.parses Haystack DateTimes with their zone name (NaN -> "Invalid time value")' }, async (t) => {
     const bd = await c.batch.hisDelete([temp, fan], new Date(T0 + 10 * HOUR), new Date(T0 + 250 * HOUR), { batchSize: 50 });
     t.same(bd.errors, [], 'batch.hisDelete: no errors');

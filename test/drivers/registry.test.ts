@@ -4,15 +4,14 @@
  * built-in kinds' tags are the loaded drivers' own.
  */
 import t from 'tap';
-import { builtinDriverKinds, DriverRegistry, type DriverKind } from '../../src/drivers/index.js';
+import { builtinDriverKinds, DriverRegistry, driverTags, type DriverKind } from '../../src/drivers/index.js';
 import { FakeDriver } from '../helpers/fake-driver.js';
 
 function fakeKind(loads: { n: number; fail?: boolean }): DriverKind {
   return {
-    name: 'fake',
-    connTag: 'fakeConn',
-    refTag: 'fakeConnRef',
-    curTag: 'fakeCur',
+    ...driverTags('fake', { write: false, cov: false }),
+    dis: 'Fake',
+    features: { cur: true, write: false, his: false, learn: false, discover: false, cov: false },
     load: async () => {
       loads.n++;
       if (loads.fail === true) throw new Error('no build for this platform');
@@ -46,6 +45,8 @@ t.test('a failed load is tried again; a driver with other tags than its kind is 
   const wrong = new DriverRegistry([], [{ ...fakeKind({ n: 0 }), connTag: 'otherConn' }]);
   await t.rejects(wrong.loadFor(() => true), /does not have the tags of its kind/);
   t.throws(() => new DriverRegistry([new FakeDriver()], [fakeKind({ n: 0 })]), /clashes/);
+  const learns = { ...fakeKind({ n: 0 }), features: { ...fakeKind({ n: 0 }).features, learn: true } };
+  t.throws(() => new DriverRegistry([], [learns]), /feature learn disagrees/, 'a kind that says it learns has a learn');
 });
 
 t.test('the built-in kinds name the tags of the drivers they load', async (t) => {

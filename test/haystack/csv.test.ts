@@ -65,7 +65,7 @@ void t.test('the cell table covers every kind but Grid', (t) => {
   t.end();
 });
 
-void t.test('cells are written as wire-notes §1 says, quoted per RFC 4180', (t) => {
+void t.test('cells are written as docs/spec/wire-notes.md §1 says, quoted per RFC 4180', (t) => {
   for (const [name, v, field] of cells) t.equal(writeCsv(oneCell(v)), `v\r\n${field}\r\n`, name);
   t.end();
 });

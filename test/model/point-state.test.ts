@@ -40,14 +40,14 @@ t.test('facts: kind, unit, zone, values', async (t) => {
 t.test('fed by a driver: derived from the registered drivers, hisWrite sets curVal only without one', async (t) => {
   const store = await Store.open(tempDir(t));
   const clock = new ManualClock(T0);
-  const model = await Model.load({ records: new RecordStore(store), clock });
+  const drivers = new DriverRegistry([new ModbusDriver(), new BacnetDriver()]);
+  const model = await Model.load({ records: new RecordStore(store), clock, drivers });
   const history = new HistoryStore(store);
   await history.start();
   t.teardown(async () => {
     await history.stop();
     await store.close();
   });
-  const drivers = new DriverRegistry([new ModbusDriver(), new BacnetDriver()]);
   const points = new PointState({ model, history, drivers: drivers.all() });
   await model.create([
     d({ id: new HRef('c1'), modbusConn: MARKER, uri: 'modbus-tcp://127.0.0.1:1' }),

@@ -39,7 +39,7 @@ t.test('events, expiry, audit bound, deletion', async (t) => {
     d({ id: new HRef('b'), point: MARKER, writable: MARKER, kind: 'Bool', fooConnRef: new HRef('c'), fooWrite: 'x' }),
   ]);
   const events: [string, Effective][] = [];
-  writer.onEffective((id, eff) => events.push([id, eff]));
+  model.events.on('write.effective', events, (id, eff) => events.push([id, eff]));
   const actor = { user: 'svc' };
   await writer.write({ id: 'a', level: 8, val: HNumber.of(5), duration: HNumber.of(1, 'min'), actor });
   await writer.write({ id: 'a', level: 12, val: HNumber.of(3), actor });

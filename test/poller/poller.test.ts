@@ -390,7 +390,7 @@ t.test('watches see every change, and only changes', async (t) => {
   d.set({ a: 1 });
   await w.create(conn('c1', 'd1'), pt('p1', 'c1', 'a'));
   const seen: string[][] = [];
-  w.model.onTransient((id, changed) => {
+  w.model.events.on('live.changed', seen, (id, changed) => {
     if (id === 'p1') seen.push([...changed].sort());
   });
   w.poller.start();

@@ -22,7 +22,7 @@ async function open(dir: string): Promise<Open> {
   await his.start();
   const state = new SyncState(store, 'up');
   await state.load();
-  his.onPlan((id, first, last, before, batch) => state.markLate(id, first, last, before, batch));
+  his.events.on('his.plan', state, (id, first, last, before, batch) => state.markLate(id, first, last, before, batch));
   return { store, his, state };
 }
 

@@ -1,6 +1,6 @@
 /**
  * The console's only way to the server: HTTP to /oauth2/token and /api/<op>, with the same bearer
- * tokens and permissions as any other client. Grids are Haystack JSON (wire-notes §1); values are
+ * tokens and permissions as any other client. Grids are Haystack JSON (docs/spec/wire-notes.md §1); values are
  * kept in their encoded form (`n:21.5 °C`) and read with the helpers of cells.ts.
  *
  * Tokens live in sessionStorage (gone when the tab closes, never in a URL) and are refreshed five
@@ -43,7 +43,7 @@ export function quote(s: string): string {
 interface Tokens {
   access: string;
   refresh: string;
-  /** Epoch ms (the server's expires_in is an instant, wire-notes §3). */
+  /** Epoch ms (the server's expires_in is an instant, docs/spec/wire-notes.md §3). */
   expires: number;
   clientId: string;
   clientSecret: string;

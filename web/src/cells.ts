@@ -1,5 +1,5 @@
 /**
- * Haystack JSON cells as the console keeps them (encoded: `n:21.5 °C`, wire-notes §1) and the
+ * Haystack JSON cells as the console keeps them (encoded: `n:21.5 °C`, docs/spec/wire-notes.md §1) and the
  * helpers that read them for people. No DOM here: tests run these in Node.
  */
 import { ianaOf } from './zone.js';

@@ -38,7 +38,7 @@ export interface Series {
   bucket: string;
 }
 
-/** A hisRead range of two instants (interface.md: `start,end` DateTimes). */
+/** A hisRead range of two instants (docs/spec/interface.md: `start,end` DateTimes). */
 export function rangeText(startMs: number, endMs: number): string {
   const dt = (ms: number): string => `${new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z')} UTC`;
   return `${dt(startMs)},${dt(endMs)}`;

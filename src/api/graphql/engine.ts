@@ -15,7 +15,7 @@ import {
   validate,
 } from 'graphql';
 import { ErrorCodes, isHayloftError } from '../../lib/errors.js';
-import type { Principal } from '../../auth/auth.js';
+import type { Gate } from '../../auth/gate.js';
 import type { RouteKit } from '../routes.js';
 import type { GraphqlOptions, GraphqlRequest, QueryLimits } from './types.js';
 import { type GraphqlContext, ROOT } from './resolvers.js';
@@ -86,7 +86,7 @@ function formatted(e: GraphQLError): Record<string, unknown> {
 }
 
 /** Answers one GraphQL request (already read and authorised). */
-export async function run(kit: RouteKit, res: ServerResponse, r: GraphqlRequest, principal: Principal | null, opts: GraphqlOptions, limits: QueryLimits): Promise<void> {
+export async function run(kit: RouteKit, res: ServerResponse, r: GraphqlRequest, gate: Gate, opts: GraphqlOptions, limits: QueryLimits): Promise<void> {
   let doc: DocumentNode;
   try {
     doc = parse(r.query, { maxTokens: limits.maxTokens });
@@ -108,7 +108,7 @@ export async function run(kit: RouteKit, res: ServerResponse, r: GraphqlRequest,
     kit.respond.sendJson(res, 400, { errors: over.map(formatted) });
     return;
   }
-  const contextValue: GraphqlContext = { model: opts.model, history: opts.history, clock: opts.clock, principal, limits, points: 0 };
+  const contextValue: GraphqlContext = { model: opts.model, history: opts.history, clock: opts.clock, gate, limits, points: 0 };
   const result = await execute({
     schema,
     document: doc,

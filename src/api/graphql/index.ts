@@ -73,11 +73,11 @@ export function graphqlGroup(opts: GraphqlOptions): RouteGroup {
   let engine: Promise<typeof Engine> | undefined;
 
   async function handle(kit: RouteKit, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const principal = kit.auth === null ? null : await kit.auth.principal(req);
-    if (principal !== null && !principal.grants.has('MODEL_READ')) throw new HayloftError(ErrorCodes.FORBIDDEN, 'permission denied: GraphQL queries need MODEL_READ');
+    const gate = await kit.gate(req);
+    gate.require('MODEL_READ', 'a GraphQL query');
     const r = await requestOf(req, kit);
     engine ??= import('./engine.js');
-    await (await engine).run(kit, res, r, principal, opts, limits);
+    await (await engine).run(kit, res, r, gate, opts, limits);
   }
 
   return {

@@ -3,19 +3,21 @@
  * field from its parent object, calling it with (args, context) when it is a method, so each
  * type is a small class and the schema needs no resolver map.
  *
- * Permissions as REST: an entity the caller may not read (MODEL_READ) is not found by any search,
- * lookup or traversal; history needs HIS_READ on the point. Limits: entity sets and traversals
+ * Permissions as REST, asked of the caller's gate (auth/gate.ts): an entity the caller may not read
+ * (MODEL_READ) is not found by any search, lookup or traversal; history needs HIS_READ on the point
+ * and is refused for a point hisRead refuses (his-points.ts). Limits: entity sets and traversals
  * are bounded by the model's size; history answers by `maxPoints` data points (documented in
  * docs/api-push-graphql.md), counted over the whole answer.
  */
-import type { Principal } from '../../auth/auth.js';
+import type { Gate } from '../../auth/gate.js';
 import { writeJsonVal } from '../../haystack/json.js';
 import { HCoord, HDate, HDateTime, HDict, HNumber, HRef, HTime, HUri, type HVal, MARKER, kindOf } from '../../haystack/values.js';
 import type { Clock } from '../../lib/clock.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import type { Model } from '../../model/model.js';
 import { type AggFunction, type Buckets, type Fill, type PointValue, type Series, aggregate, checkKind } from '../../store/his-aggregate.js';
-import type { HistoryStore } from '../../store/history.js';
+import type { HisKind, HistoryStore } from '../../store/history.js';
+import { historizedKind, readHistory } from '../his-points.js';
 
 export interface GraphqlLimits {
   /** History data points in one answer, over all time series. */
@@ -26,8 +28,8 @@ export interface GraphqlContext {
   model: Model;
   history: HistoryStore;
   clock: Clock;
-  /** Null on a server without authentication. */
-  principal: Principal | null;
+  /** The caller's permissions (Gate.OPEN on a server without authentication). */
+  gate: Gate;
   limits: GraphqlLimits;
   /** History data points answered so far. */
   points: number;
@@ -44,10 +46,6 @@ const UNIT_MS: Record<string, number> = {
 
 function bad(message: string): HayloftError {
   return new HayloftError(ErrorCodes.BAD_REQUEST, message);
-}
-
-function readable(ctx: GraphqlContext, rec: HDict): boolean {
-  return ctx.principal === null || ctx.principal.grants.allows('MODEL_READ', rec);
 }
 
 function idOf(rec: HDict): string {
@@ -165,7 +163,7 @@ function follow(ctx: GraphqlContext, rec: HDict, path: string): HVal[] {
         if (i === names.length - 1) next.push(x);
         else if (x instanceof HRef) {
           const r = ctx.model.get(x.id);
-          if (r !== undefined && readable(ctx, r)) next.push(r);
+          if (r !== undefined && ctx.gate.readable(r)) next.push(r);
         }
       }
     }
@@ -180,7 +178,7 @@ function refTargets(ctx: GraphqlContext, recs: readonly HDict[], path: string): 
     for (const v of follow(ctx, rec, path)) {
       if (!(v instanceof HRef)) continue;
       const r = ctx.model.get(v.id);
-      if (r !== undefined && readable(ctx, r)) out.set(idOf(r), r);
+      if (r !== undefined && ctx.gate.readable(r)) out.set(idOf(r), r);
     }
   }
   return [...out.values()];
@@ -188,11 +186,7 @@ function refTargets(ctx: GraphqlContext, recs: readonly HDict[], path: string): 
 
 function search(ctx: GraphqlContext, filter: string, limit: number | null | undefined): HDict[] {
   if (typeof limit === 'number' && limit < 0) throw bad('limit must be 0 (no limit) or more');
-  const lim = limit ?? 0;
-  const all = ctx.principal === null || ctx.principal.grants.hasAll('MODEL_READ');
-  const found = ctx.model.query(filter, all ? lim : 0);
-  const rows = all ? found : found.filter((r) => readable(ctx, r));
-  return lim > 0 ? rows.slice(0, lim) : rows;
+  return ctx.gate.read(ctx.model, filter, limit ?? 0);
 }
 
 interface RelatedArgs {
@@ -345,14 +339,11 @@ export class History {
 
   async timeSeries(_a: unknown, ctx: GraphqlContext): Promise<TimeSeries[]> {
     const { start, end } = this.range;
-    for (const p of this.points) {
-      if (ctx.principal !== null && !ctx.principal.grants.allows('HIS_READ', p)) {
-        throw new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: the history of @${idOf(p)} needs HIS_READ`);
-      }
-    }
+    // Every point checked before any is read: hisRead's checks (his-points.ts), not a copy of them.
+    const kinds = this.points.map((p) => historizedKind(ctx.gate, p, idOf(p), 'HIS_READ', 'history', 'the history'));
     let series: { s: Series; kind: 'Number' | 'Bool' | 'Str' | null }[] = [];
-    for (const p of this.points) {
-      const cols = await ctx.history.read(idOf(p), start, end);
+    for (const [i, p] of this.points.entries()) {
+      const cols = await readHistory(ctx.history, idOf(p), kinds[i] as HisKind, start, end);
       series.push({ s: { ts: cols.ts, val: cols.val }, kind: cols.kind });
     }
     for (const st of this.stages) {
@@ -487,7 +478,7 @@ export class Entity {
     const v = this.rec.get(a.refTag);
     if (!(v instanceof HRef)) return null;
     const r = ctx.model.get(v.id);
-    return r !== undefined && readable(ctx, r) ? new Entity(r) : null;
+    return r !== undefined && ctx.gate.readable(r) ? new Entity(r) : null;
   }
 
   ref(a: { path: string }, ctx: GraphqlContext): Entities {
@@ -559,7 +550,7 @@ export class Haystack {
   entity(a: { id: string }, ctx: GraphqlContext): Entity | null {
     const text = a.id.startsWith('@') ? a.id.slice(1) : a.id;
     const rec = ctx.model.get(text);
-    return rec !== undefined && readable(ctx, rec) ? new Entity(rec) : null;
+    return rec !== undefined && ctx.gate.readable(rec) ? new Entity(rec) : null;
   }
 }
 

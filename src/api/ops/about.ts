@@ -1,4 +1,4 @@
-/** `about` (interface.md, GET /api/about): one row describing the server, from ctx.info and the clock. */
+/** `about` (docs/spec/interface.md, GET /api/about): one row describing the server, from ctx.info and the clock. */
 import { HDateTime, HDict, HGrid, HUri } from '../../haystack/values.js';
 import type { Op } from '../op.js';
 

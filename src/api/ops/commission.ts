@@ -1,14 +1,16 @@
 /**
- * Commissioning ops (docs/drivers.md, "Commissioning"): `discover` finds BACnet devices,
+ * Commissioning ops (docs/drivers.md, "Commissioning"): `discover` finds devices (BACnet),
  * `learn` lists what a connector's device holds as groups to drill into or point proposals ready
- * for createRec. The protocol work is the poller layer's Commissioning; this file checks the
- * request row and shapes the answers, whose columns the web console relies on.
+ * for createRec, `drivers` lists the protocol drivers, their tags and what they support (the
+ * console learns connector kinds from it). The protocol work is each driver's, reached through
+ * the poller layer's Commissioning; this file checks the request row and shapes the answers,
+ * whose columns the web console relies on.
  */
 import { durationMs } from '../../haystack/duration.js';
-import { HDict, HGrid, HNumber, HRef, type HVal } from '../../haystack/values.js';
+import { HDict, HGrid, HNumber, HRef, type HVal, MARKER } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import type { Commissioning } from '../../poller/commission.js';
-import { type Op, type OpRequest, demand } from '../op.js';
+import { type DriverListing, type Op, type OpRequest } from '../op.js';
 
 const DISCOVER_COLS = ['dis', 'uri', 'bacnetDevice', 'vendorName', 'modelName', 'segmentation', 'maxApdu', 'connRef'];
 const MAX_INSTANCE = 4194303;
@@ -23,6 +25,11 @@ function service(req: OpRequest): Promise<Commissioning> {
   const c = req.ctx.commission;
   if (c === undefined) throw new HayloftError(ErrorCodes.CANNOT_LEARN, `${req.op} needs the drivers, which run only while Hayloft serves`);
   return c();
+}
+
+/** The drivers that have a feature, in registration order. */
+function having(req: OpRequest, feature: string): readonly DriverListing[] {
+  return (req.ctx.drivers ?? []).filter((d) => d.features[feature] === true);
 }
 
 function oneRow(req: OpRequest): HDict {
@@ -52,10 +59,12 @@ export const discoverOp: Op = {
   methods: ['POST'],
   permission: 'MODEL_CREATE',
   async run(req) {
-    demand(req, 'MODEL_CREATE', undefined, 'discover');
     const row = oneRow(req);
     const proto = row.get('proto');
-    if (proto !== 'bacnet') throw bad(`proto must be the Str "bacnet"${typeof proto === 'string' ? ` (not "${proto}")` : ''}`);
+    const protos = having(req, 'discover').map((d) => d.name);
+    if (typeof proto !== 'string' || !protos.includes(proto)) {
+      throw bad(`proto must be the Str ${protos.map((p) => `"${p}"`).join(' or ') || 'of a driver that discovers (this server has none)'}${typeof proto === 'string' ? ` (not "${proto}")` : ''}`);
+    }
     const low = instanceOf(row, 'low');
     const high = instanceOf(row, 'high');
     if (low !== undefined && high !== undefined && low > high) throw bad(`low (${low}) is above high (${high})`);
@@ -67,7 +76,7 @@ export const discoverOp: Op = {
       timeoutMs = ms;
     }
     const address = addressOf(row.get('address'));
-    const rows = await (await service(req)).discover({
+    const rows = await (await service(req)).discover(proto, {
       timeoutMs,
       ...(address === undefined ? {} : { address }),
       ...(low === undefined ? {} : { low }),
@@ -85,12 +94,11 @@ export const learnOp: Op = {
   async run(req) {
     const row = oneRow(req);
     const ref = row.get('connId');
-    if (!(ref instanceof HRef)) throw bad('connId must be a Ref to a connector (bacnetConn or modbusConn)');
+    if (!(ref instanceof HRef)) throw bad(`connId must be a Ref to a connector (${having(req, 'learn').map((d) => d.connTag).join(' or ')})`);
     const id = req.ctx.model.resolveId(ref.id);
     const rec = id === undefined ? undefined : req.ctx.model.get(id);
     if (id === undefined || rec === undefined) throw new HayloftError(ErrorCodes.NOT_FOUND, `connId @${ref.id}: no such record`);
-    demand(req, 'MODEL_READ', rec, `learn of @${ref.id}`);
-    demand(req, 'MODEL_CREATE', undefined, 'learn');
+    req.gate.require('MODEL_READ', `learn of @${ref.id}`, rec);
     const arg = row.get('arg');
     if (arg !== undefined && typeof arg !== 'string') throw bad('arg must be a Str: the `learn` value of a group row');
     const rows = await (await service(req)).learn(id, arg);
@@ -98,4 +106,22 @@ export const learnOp: Op = {
   },
 };
 
-export const commissionOps: readonly Op[] = [discoverOp, learnOp];
+const DRIVER_COLS = ['name', 'dis', 'connTag', 'refTag', 'curTag', 'writeTag', 'features'];
+
+export const driversOp: Op = {
+  name: 'drivers',
+  summary: 'The protocol drivers: their connector and point tags and what they support',
+  methods: ['GET', 'POST'],
+  run(req) {
+    const rows = (req.ctx.drivers ?? []).map((d) => {
+      const row: Record<string, HVal> = { name: d.name, dis: d.dis, connTag: d.connTag, refTag: d.refTag, curTag: d.curTag };
+      if (d.writeTag !== undefined) row.writeTag = d.writeTag;
+      // Markers in a dict, as Haystack says what something supports: `{cur, write, learn}`.
+      row.features = HDict.of(Object.fromEntries(Object.entries(d.features).filter(([, on]) => on).map(([f]) => [f, MARKER])));
+      return HDict.of(row);
+    });
+    return HGrid.fromRows(rows, HDict.EMPTY, DRIVER_COLS);
+  },
+};
+
+export const commissionOps: readonly Op[] = [discoverOp, learnOp, driversOp];

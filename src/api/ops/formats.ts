@@ -1,4 +1,4 @@
-/** `formats` (interface.md, GET /api/formats): the media types read and written, from the codec table. */
+/** `formats` (docs/spec/interface.md, GET /api/formats): the media types read and written, from the codec table. */
 import { HDict, HGrid, MARKER } from '../../haystack/values.js';
 import { listedCodecs } from '../codecs.js';
 import type { Op } from '../op.js';

@@ -1,5 +1,5 @@
 /**
- * History ops (interface.md hisRead / hisWrite, wire-notes §5): hisRead (single point, `id0..idN`
+ * History ops (docs/spec/interface.md hisRead / hisWrite, docs/spec/wire-notes.md §5): hisRead (single point, `id0..idN`
  * multi-point, and the Haystack 4 batch form: rows of `id` with `range` in the meta; POST and
  * GET), hisWrite (single point with meta `id`; multi-point with `vK` columns whose meta carries
  * `id`), and hisDelete (as the WideSky client sends it).
@@ -19,8 +19,9 @@ import { REL, type TimeZone } from '../../haystack/tz.js';
 import { HDate, HDateTime, HDict, HGrid, HNumber, HRef, type HVal, NA, newRecord } from '../../haystack/values.js';
 import { zincVal } from '../../haystack/zinc.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
-import { POINT_KINDS_TEXT, describeKind, pointKind, pointUnit, pointValue, pointZone } from '../../model/point-state.js';
-import { type Op, type OpRequest, can } from '../op.js';
+import { pointUnit, pointValue, pointZone } from '../../model/point-state.js';
+import { historizedKind, readHistory } from '../his-points.js';
+import { type Op, type OpRequest } from '../op.js';
 
 
 interface Point {
@@ -46,16 +47,10 @@ function pointOf(req: OpRequest, v: HVal | undefined, where: string, perm: 'HIS_
   const { model, info } = req.ctx;
   const id = model.resolveId(v.id);
   const rec = id === undefined ? undefined : model.get(id);
-  if (id === undefined || rec === undefined || !can(req, 'MODEL_READ', rec)) {
-    throw new HayloftError(ErrorCodes.NOT_FOUND, `${where}: unknown point @${v.id}`);
-  }
-  if (!can(req, perm, rec)) throw new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: ${req.op} of @${v.id} needs ${perm}`);
-  if (!rec.has('point') || !rec.has('his')) throw bad(`${where}: @${v.id} is not a historized point (it needs the point and his markers)`);
-  const kind = pointKind(rec);
-  if (kind === undefined) {
-    throw new HayloftError(ErrorCodes.INVALID_RECORD, `${where}: @${v.id} has ${describeKind(rec)}; history holds points of kind ${POINT_KINDS_TEXT}`);
-  }
-  return { id, rec, ref: new HRef(id, model.displayOf(id)), kind, unit: pointUnit(rec), tz: pointZone(rec, info.tz) };
+  // Throws unless the record was found (so the id resolved) and passes every check.
+  const kind = historizedKind(req.gate, rec, v.id, perm, where, req.op);
+  const [pid, found] = [id as string, rec as HDict];
+  return { id: pid, rec: found, ref: new HRef(pid, model.displayOf(pid)), kind, unit: pointUnit(found), tz: pointZone(found, info.tz) };
 }
 
 /** Checks one value against a point's kind and unit; returns what is stored. */
@@ -136,10 +131,7 @@ async function readSeries(history: HistoryStore, p: Point, range: HisRange): Pro
     const s = range.kind === 'first' ? await history.first(p.id) : await history.last(p.id);
     return s === undefined ? { ts: [], val: [] } : { ts: [s.ts], val: [s.val] };
   }
-  const cols = await history.read(p.id, range.start, range.end);
-  if (cols.kind !== null && cols.kind !== p.kind) {
-    throw new HayloftError(ErrorCodes.HIS_KIND, `@${p.id} is of kind ${p.kind} but its history holds ${cols.kind} samples`);
-  }
+  const cols = await readHistory(history, p.id, p.kind, range.start, range.end);
   return { ts: cols.ts, val: cols.val };
 }
 

@@ -20,9 +20,9 @@ export { createRecOp, deleteRecOp, readOp, recordOps, updateRecOp } from './reco
 export { watchOps, watchPollOp, watchSubOp, watchUnsubOp } from './watch.js';
 export { hisDeleteOp, hisOps, hisReadOp, hisWriteOp } from './his.js';
 export { pointWriteAuditOp, pointWriteOp, pointWriteOps } from './point-write.js';
-export { commissionOps, discoverOp, learnOp } from './commission.js';
+export { commissionOps, discoverOp, driversOp, learnOp } from './commission.js';
 
-/** The server-information ops of interface.md: about, ops, formats. */
+/** The server-information ops of docs/spec/interface.md: about, ops, formats. */
 export const infoOps: readonly Op[] = [aboutOp, opsOp, formatsOp];
 
 /** Every op Hayloft serves, in the order `ops` lists them. */

@@ -1,5 +1,5 @@
 /**
- * `ops` (interface.md, GET /api/ops): one row per op the server was given. The list reaches the
+ * `ops` (docs/spec/interface.md, GET /api/ops): one row per op the server was given. The list reaches the
  * op through its context: the server hands ops a copy of the OpContext it was given with `ops`
  * added (withOpList), so the listing is whatever the app composed, record ops included, without
  * a registry living in a module.

@@ -18,7 +18,7 @@ import { HDateTime, HDict, HGrid, HNumber, HRef, type HVal, newRecord } from '..
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import type { LevelRow } from '../../model/point-writer.js';
 import { pointZone } from '../../model/point-state.js';
-import { type Op, type OpRequest, can } from '../op.js';
+import { type Op, type OpRequest } from '../op.js';
 
 const AUDIT_DEFAULT_LIMIT = 100;
 const AUDIT_MAX_LIMIT = 10_000;
@@ -32,7 +32,7 @@ function visiblePoint(req: OpRequest, v: HVal | undefined): { id: string; rec: H
   if (!(v instanceof HRef)) throw bad('pointWrite needs id: a Ref naming a writable point (id or fully qualified name)');
   const id = req.ctx.model.resolveId(v.id);
   const rec = id === undefined ? undefined : req.ctx.model.get(id);
-  if (id === undefined || rec === undefined || !can(req, 'MODEL_READ', rec)) throw new HayloftError(ErrorCodes.NOT_FOUND, `no record @${v.id}`);
+  if (id === undefined || rec === undefined || !req.gate.readable(rec)) throw new HayloftError(ErrorCodes.NOT_FOUND, `no record @${v.id}`);
   return { id, rec };
 }
 
@@ -48,15 +48,6 @@ function arrayGrid(req: OpRequest, rec: HDict, rows: readonly LevelRow[]): HGrid
     return HDict.adopt(d);
   });
   return HGrid.fromRows(out, HDict.EMPTY, ['level', 'levelDis', 'val', 'who', 'expires']);
-}
-
-/** Throws HL_FORBIDDEN unless the caller may write this level of this point. */
-function authorizer(req: OpRequest): (rec: HDict, level: number) => void {
-  return (rec, level) => {
-    // A point the caller cannot read looks unknown, as everywhere.
-    if (!can(req, 'MODEL_READ', rec)) throw new HayloftError(ErrorCodes.NOT_FOUND, `no record @${(rec.get('id') as HRef).id}`);
-    req.principal?.grants.authorizeWrite(rec, level);
-  };
 }
 
 function usernameOf(req: OpRequest, userId: string | undefined): string | null {
@@ -84,7 +75,7 @@ export const pointWriteOp: Op = {
     if (!(ref instanceof HRef)) throw bad('pointWrite needs id: a Ref naming a writable point (id or fully qualified name)');
     const who = row.get('who');
     if (who !== undefined && typeof who !== 'string') throw bad('who must be a Str');
-    const p = req.principal;
+    const p = req.gate.principal;
     // The writer resolves the point and audits whatever comes of it, refusals included.
     await writer.write({
       id: ref.id,
@@ -92,8 +83,9 @@ export const pointWriteOp: Op = {
       val: row.get('val') ?? null,
       who: who ?? null,
       duration: row.get('duration') ?? null,
-      actor: { user: p?.username ?? 'anonymous', impersonatedBy: usernameOf(req, p?.impersonatedBy) },
-      authorize: authorizer(req),
+      actor: { user: p.username, impersonatedBy: usernameOf(req, p.impersonatedBy) },
+      // The gate: MODEL_READ (else the point looks unknown), POINT_WRITE and the highest level.
+      authorize: req.gate.authorizeWrite,
     });
     const { id, rec } = visiblePoint(req, ref);
     return arrayGrid(req, rec, writer.array(id));
@@ -122,7 +114,7 @@ export const pointWriteAuditOp: Op = {
     for (const e of entries) {
       const rec = model.get(e.pointId);
       // Entries of points the caller cannot read (or that are gone) are left out unless unrestricted.
-      if (rec !== undefined ? !can(req, 'MODEL_READ', rec) : req.principal !== null && !req.principal.grants.hasAll('MODEL_READ')) continue;
+      if (rec !== undefined ? !req.gate.readable(rec) : !req.gate.canAll('MODEL_READ')) continue;
       const d = newRecord();
       d.ts = new HDateTime(e.ts, info.tz);
       d.id = new HRef(e.pointId, model.displayOf(e.pointId));

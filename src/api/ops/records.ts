@@ -1,13 +1,12 @@
 /**
- * The record ops of interface.md: read (by filter with limit, by id or fully qualified name),
+ * The record ops of docs/spec/interface.md: read (by filter with limit, by id or fully qualified name),
  * createRec, updateRec, deleteRec (by id or name, or by filter). They translate grids to model
  * calls; the model validates and commits all-or-nothing.
  */
 import { HDict, HGrid, HNumber, HRef } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import type { CommitGuard } from '../../model/model.js';
-import { checkRegMap } from '../../poller/reg-map-check.js';
-import { type Op, type OpRequest, can, demand } from '../op.js';
+import { type Op, type OpRequest } from '../op.js';
 
 /** Users, roles and policies decide who may do what: changing them needs USER_ADMIN too. */
 const SECURITY_MARKERS = ['user', 'role', 'actionPolicy'];
@@ -17,34 +16,31 @@ function isSecurityRecord(rec: HDict): boolean {
 }
 
 /**
- * Per-record checks for one request, run by the model inside its transaction: permissions, and a
- * `modbusRegMap` parsed whole (a driver's format the model layer cannot read; refusing it here
- * keeps a bad map from being stored, all or nothing with the rest of the request).
+ * Per-record checks for one request, run by the model inside its transaction: permissions. (The
+ * drivers' checks of their tags, a `modbusRegMap` parsed whole, the model runs after these for
+ * every write: DriverInfo.checkRecord.)
  */
 function guardOf(req: OpRequest): CommitGuard {
   const admin = (rec: HDict): void => {
-    if (isSecurityRecord(rec)) demand(req, 'USER_ADMIN', undefined, `${req.op} of users, roles or action policies`);
+    if (isSecurityRecord(rec)) req.gate.require('USER_ADMIN', `${req.op} of users, roles or action policies`);
   };
   const label = (rec: HDict): string => {
     const id = rec.get('id');
     return id instanceof HRef ? `@${id.id}` : 'a record';
   };
   return {
-    visible: (rec) => can(req, 'MODEL_READ', rec),
+    visible: req.gate.readable,
     create(rec) {
-      demand(req, 'MODEL_CREATE', rec, `creating ${label(rec)}`);
+      req.gate.require('MODEL_CREATE', `creating ${label(rec)}`, rec);
       admin(rec);
-      checkRegMap(rec);
     },
     update(old, rec) {
-      demand(req, 'MODEL_UPDATE', old, `updating ${label(old)}`);
-      demand(req, 'MODEL_UPDATE', rec, `updating ${label(old)} that way`);
+      req.gate.require('MODEL_UPDATE', `updating ${label(old)}`, old);
+      req.gate.require('MODEL_UPDATE', `updating ${label(old)} that way`, rec);
       admin(old);
-      // Only a changed map is checked: a connector stored before this check stays editable.
-      if (rec.get('modbusRegMap') !== old.get('modbusRegMap') || rec.has('modbusConn') !== old.has('modbusConn')) checkRegMap(rec);
     },
     delete(rec) {
-      demand(req, 'MODEL_DELETE', rec, `deleting ${label(rec)}`);
+      req.gate.require('MODEL_DELETE', `deleting ${label(rec)}`, rec);
       admin(rec);
     },
   };
@@ -106,16 +102,11 @@ export const readOp: Op = {
   permission: 'MODEL_READ',
   run(req) {
     const { grid, ctx } = req;
-    const visible = (rec: HDict): boolean => can(req, 'MODEL_READ', rec);
+    const visible = req.gate.readable;
     if (grid.hasCol('filter')) {
       const row = grid.rows[0];
       if (row === undefined) throw badRequest('read by filter needs one row with filter (and optionally limit)');
-      const limit = limitOf(row);
-      const all = req.principal === null || req.principal.grants.hasAll('MODEL_READ');
-      // With scoped read rights the limit applies to what the caller may see.
-      const found = ctx.model.query(filterOf(row), all ? limit : 0);
-      const rows = all ? found : found.filter(visible);
-      return result(limit > 0 ? rows.slice(0, limit) : rows);
+      return result(req.gate.read(ctx.model, filterOf(row), limitOf(row)));
     }
     if (grid.hasCol('id')) {
       // Haystack convention: an unknown id gives an all-null row, so rows keep request order.
@@ -166,10 +157,8 @@ export const deleteRecOp: Op = {
     if (grid.hasCol('filter')) {
       const row = grid.rows[0];
       if (row === undefined) throw badRequest('deleteRec by filter needs one row with filter (and optionally limit)');
-      const limit = limitOf(row);
       // Only what the caller may read is matched; the guard then checks MODEL_DELETE on each.
-      const found = ctx.model.query(filterOf(row)).filter((r) => can(req, 'MODEL_READ', r));
-      ids = (limit > 0 ? found.slice(0, limit) : found).map((r) => (r.get('id') as HRef).id);
+      ids = req.gate.read(ctx.model, filterOf(row), limitOf(row)).map((r) => (r.get('id') as HRef).id);
     } else if (grid.hasCol('id')) {
       ids = idsOf(grid);
     } else {

@@ -1,5 +1,5 @@
 /**
- * The watch ops of interface.md: watchSub (open, or append to, a watch), watchPoll (changes since
+ * The watch ops of docs/spec/interface.md: watchSub (open, or append to, a watch), watchPoll (changes since
  * the last poll, or all with `refresh`) and watchUnsub (remove points, or `close`). They read the
  * grid, decide who the caller is and what it may see, and leave the rest to the WatchManager.
  *
@@ -9,7 +9,7 @@
 import { HDict, HGrid, HRef, type HVal } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import { type Visible, WATCH_COLS, type WatchAnswer } from '../../watch/index.js';
-import { type Op, type OpRequest, can } from '../op.js';
+import { type Op, type OpRequest } from '../op.js';
 
 function badRequest(message: string): HayloftError {
   return new HayloftError(ErrorCodes.BAD_REQUEST, message);
@@ -17,14 +17,12 @@ function badRequest(message: string): HayloftError {
 
 /** Watches belong to the user the request acts as (the impersonated one under X-IMPERSONATE). */
 function ownerOf(req: OpRequest): string {
-  return req.principal?.userId ?? '';
+  return req.gate.principal.userId;
 }
 
-/** Undefined (no per-point checks: the common case, and the fast one) when the caller may read and watch everything. */
+/** What the caller may see of a watch: the gate's answer, as push asks it too. */
 function visibleOf(req: OpRequest): Visible {
-  const g = req.principal?.grants;
-  if (g === undefined || (g.hasAll('MODEL_READ') && g.hasAll('WATCH'))) return undefined;
-  return (rec) => can(req, 'MODEL_READ', rec) && can(req, 'WATCH', rec);
+  return req.gate.watchVisible();
 }
 
 function watchIdOf(req: OpRequest, required: true): string;

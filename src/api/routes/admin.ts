@@ -47,11 +47,11 @@ function text(body: Record<string, unknown>, name: string, required: boolean): s
   return v;
 }
 
-async function adminPrincipal(kit: RouteKit, req: IncomingMessage, what: string): Promise<Principal | null> {
-  if (kit.auth === null) return null;
-  const p = await kit.auth.principal(req);
-  if (!p.grants.hasAll('USER_ADMIN')) throw new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: ${what} needs USER_ADMIN`);
-  return p;
+/** The caller, who must hold USER_ADMIN over everything (a user with a role grants what the role grants). */
+async function adminPrincipal(kit: RouteKit, req: IncomingMessage, what: string): Promise<Principal> {
+  const gate = await kit.gate(req);
+  gate.requireAll('USER_ADMIN', what);
+  return gate.principal;
 }
 
 export function adminRoutes(auth: AuthService): RouteGroup {
@@ -79,7 +79,7 @@ export function adminRoutes(auth: AuthService): RouteGroup {
           const extra: Record<string, HVal> = {};
           if (description !== undefined) extra.primaryFunction = description;
           const id = await auth.addUser(email, password, roles[0] as string, name, extra);
-          log.info({ userId: id, username: email, by: p?.username }, 'user created');
+          log.info({ userId: id, username: email, by: p.username }, 'user created');
           respond.sendJson(res, 200, { id, email });
         },
         'adminUser',

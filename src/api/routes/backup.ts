@@ -6,7 +6,8 @@ import type { RouteGroup } from '../routes.js';
 
 export function backupRoutes(backup: (() => Readable) | undefined): RouteGroup {
   return {
-    routes({ route, auth, respond, log }) {
+    routes(kit) {
+      const { route, respond, log } = kit;
       route(
         'GET',
         '/api/backup',
@@ -14,13 +15,12 @@ export function backupRoutes(backup: (() => Readable) | undefined): RouteGroup {
           const x = respond.exchangeOf(req);
           try {
             if (backup === undefined) throw new HayloftError(ErrorCodes.UNKNOWN_OP, 'backups are not enabled on this server');
-            if (auth !== null) {
-              // A backup holds everything, users and password hashes included: USER_ADMIN over all.
-              const p = await auth.principal(req);
-              if (!p.grants.hasAll('USER_ADMIN')) throw new HayloftError(ErrorCodes.FORBIDDEN, 'permission denied: a backup needs USER_ADMIN');
-              // Always logged: who copied the whole store, users and password hashes included.
-              log.info({ reqId: x.id, user: p.username, ...(p.impersonatedBy === undefined ? {} : { impersonatedBy: p.impersonatedBy }) }, 'backup requested');
-            }
+            // A backup holds everything, users and password hashes included: USER_ADMIN over all.
+            const gate = await kit.gate(req);
+            gate.requireAll('USER_ADMIN', 'a backup');
+            const p = gate.principal;
+            // Always logged: who copied the whole store, users and password hashes included.
+            log.info({ reqId: x.id, user: p.username, ...(p.impersonatedBy === undefined ? {} : { impersonatedBy: p.impersonatedBy }) }, 'backup requested');
             const stream = backup();
             const stamp = new Date().toISOString().replace(/[:.]/g, '-');
             const headers: Record<string, string> = {

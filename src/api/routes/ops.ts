@@ -1,6 +1,6 @@
 /**
  * The ops at `/api/<op>`: find the op (404), check the method (405 with Allow), pick the answer's
- * format from Accept (406), authenticate and check the op's permission, build the request grid
+ * format from Accept (406), authenticate and ask the caller's gate (auth/gate.ts) for the op's permission, build the request grid
  * from the query (GET) or the body by Content-Type (415, 413), run the op, encode its grid.
  *
  * Ops are most requests, so a plain op URL is matched here without polka (`direct`): polka's
@@ -12,7 +12,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HGrid } from '../../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import { quoteInput } from '../../lib/quote.js';
-import type { Principal } from '../../auth/auth.js';
+import type { Gate } from '../../auth/gate.js';
 import { bodyText, bufferedBody, checkLength, hasBody, readBody, wholeBodyLength } from '../body.js';
 import type { Codec } from '../codecs.js';
 import type { ExchangeRequest, Responder } from '../exchange.js';
@@ -105,32 +105,31 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
         if (op.largeBody === true) checkLength(req, limits.maxBodyBytes, 'maxBodyBytes');
         else checkLength(req, limits.maxRequestBodyBytes, 'maxRequestBodyBytes');
       }
-      const authH = (kit as RouteKit).auth;
-      const principal = authH === null ? null : authH.principal(req);
-      if (method === 'POST' && !(principal instanceof Promise) && wholeBodyLength(req) !== undefined) {
+      const gate = (kit as RouteKit).gate(req);
+      if (method === 'POST' && !(gate instanceof Promise) && wholeBodyLength(req) !== undefined) {
         // A small body from a known caller (most POSTs): taken whole as it is parsed, and the op
         // run then, without a promise (exchange.ts). Permission and type first, as below.
-        permit(op, principal);
+        permit(op, gate);
         const codec = requestCodec(req.headers['content-type']);
-        if ((req as ExchangeRequest).takeBody((bytes) => afterBody(req, res, op, principal, codec, bytes))) return;
+        if ((req as ExchangeRequest).takeBody((bytes) => afterBody(req, res, op, gate, codec, bytes))) return;
       }
-      if (principal instanceof Promise || method !== 'GET') {
-        void opAfterWait(req, res, op, method, search, principal);
+      if (gate instanceof Promise || method !== 'GET') {
+        void opAfterWait(req, res, op, method, search, gate);
         return;
       }
-      permit(op, principal);
-      void runOp(req, res, op, method, principal, grids.grid(QUERY, search, queryGridOfSearch));
+      permit(op, gate);
+      void runOp(req, res, op, method, gate, grids.grid(QUERY, search, queryGridOfSearch));
     } catch (e) {
       respond.sendError(req, res, e);
     }
   }
 
   /** takeBody's continuation: runs inside Node's parser callback, so it never throws. */
-  function afterBody(req: IncomingMessage, res: ServerResponse, op: Op, principal: Principal | null, codec: Codec, bytes: Buffer): void {
+  function afterBody(req: IncomingMessage, res: ServerResponse, op: Op, gate: Gate, codec: Codec, bytes: Buffer): void {
     try {
       respond.exchangeOf(req).bodyRead = true;
       // An asynchronous op's promise sends its own errors.
-      void runOp(req, res, op, 'POST', principal, grids.grid(codec, bytes, decodeBody));
+      void runOp(req, res, op, 'POST', gate, grids.grid(codec, bytes, decodeBody));
     } catch (e) {
       respond.sendError(req, res, e);
     }
@@ -142,35 +141,33 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
     op: Op,
     method: HttpMethod,
     search: string,
-    pending: Principal | null | Promise<Principal>,
+    pending: Gate | Promise<Gate>,
   ): Promise<void> {
     try {
       // One wait even for a known token: by then Node's parser has buffered a body that came in
       // the packet of its headers, and bodyGrid takes it without another.
-      const principal = await pending;
+      const gate = await pending;
       // Before reading a body: no point receiving what the caller may not send.
-      permit(op, principal);
+      permit(op, gate);
       let grid = method === 'GET' ? grids.grid(QUERY, search, queryGridOfSearch) : bodyGrid(req, op);
       if (grid instanceof Promise) grid = await grid;
-      const sent = runOp(req, res, op, method, principal, grid);
+      const sent = runOp(req, res, op, method, gate, grid);
       if (sent !== undefined) await sent;
     } catch (e) {
       respond.sendError(req, res, e);
     }
   }
 
-  function permit(op: Op, principal: Principal | null): void {
-    if (principal !== null && op.permission !== undefined && !principal.grants.has(op.permission)) {
-      throw new HayloftError(ErrorCodes.FORBIDDEN, `permission denied: ${op.name} needs ${op.permission}`);
-    }
+  function permit(op: Op, gate: Gate): void {
+    if (op.permission !== undefined) gate.require(op.permission, op.name);
   }
 
   /**
    * Runs the op and sends its answer. Throws what a synchronous op throws; returns a promise only
    * when the op or the sending is asynchronous, and that promise sends its errors and never rejects.
    */
-  function runOp(req: IncomingMessage, res: ServerResponse, op: Op, method: HttpMethod, principal: Principal | null, grid: HGrid): Promise<void> | undefined {
-    const ran = op.run({ op: op.name, method, grid, ctx, principal });
+  function runOp(req: IncomingMessage, res: ServerResponse, op: Op, method: HttpMethod, gate: Gate, grid: HGrid): Promise<void> | undefined {
+    const ran = op.run({ op: op.name, method, grid, ctx, gate });
     if (ran instanceof Promise) return ran.then((result) => deliver(req, res, result)).catch((e: unknown) => respond.sendError(req, res, e));
     return deliver(req, res, ran);
   }

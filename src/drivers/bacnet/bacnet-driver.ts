@@ -44,6 +44,7 @@ import {
 } from '../driver.js';
 import { durationTag, intTag, uriTag } from '../tags.js';
 import { BacnetCov } from './cov.js';
+import { BACNET_TAGS } from './info.js';
 import { type AppValue, CLASS_OBJECT, CLASS_PROPERTY, CODE_DENIED, CODE_UNRECOGNIZED, REJECT_UNRECOGNIZED_SERVICE, TAG_BOOLEAN, TAG_DOUBLE, TAG_ENUMERATED, TAG_REAL, TAG_SIGNED, TAG_STRING, TAG_UNSIGNED, classify, rawOf, timed } from './wire.js';
 import { type BacnetAddress, type DeviceAddress, parseBacnetCur, parseBacnetUri } from './address.js';
 
@@ -309,12 +310,12 @@ class BacnetConn implements DriverConn {
 }
 
 export class BacnetDriver implements Driver {
-  readonly name = 'bacnet';
-  readonly connTag = 'bacnetConn';
-  readonly refTag = 'bacnetConnRef';
-  readonly curTag = 'bacnetCur';
-  readonly writeTag = 'bacnetWrite';
-  readonly covTags = { marker: 'bacnetCov', lifetime: 'bacnetCovLifetime' };
+  readonly name = BACNET_TAGS.name;
+  readonly connTag = BACNET_TAGS.connTag;
+  readonly refTag = BACNET_TAGS.refTag;
+  readonly curTag = BACNET_TAGS.curTag;
+  readonly writeTag = BACNET_TAGS.writeTag;
+  readonly covTags = BACNET_TAGS.covTags;
   readonly maxPerRequest: number;
   /** Told of batch-size changes (the app logs them). */
   log: ((message: string) => void) | undefined;

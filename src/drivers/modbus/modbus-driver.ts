@@ -35,6 +35,7 @@ import {
 } from '../driver.js';
 import { durationTag, intTag, numberTag, uriTag } from '../tags.js';
 import { type ModbusAddress, type Table, decodeRegisters, encodeRegisters, isBitTable, parseModbusCur, unencodable } from './address.js';
+import { MODBUS_TAGS } from './info.js';
 import { ModbusException, ModbusLink, type ReadFunction, type WriteRequest } from './link.js';
 import { type LinkSpec, linkKey, parseModbusUri } from './uri.js';
 
@@ -253,11 +254,11 @@ class ModbusConn implements DriverConn {
 }
 
 export class ModbusDriver implements Driver {
-  readonly name = 'modbus';
-  readonly connTag = 'modbusConn';
-  readonly refTag = 'modbusConnRef';
-  readonly curTag = 'modbusCur';
-  readonly writeTag = 'modbusWrite';
+  readonly name = MODBUS_TAGS.name;
+  readonly connTag = MODBUS_TAGS.connTag;
+  readonly refTag = MODBUS_TAGS.refTag;
+  readonly curTag = MODBUS_TAGS.curTag;
+  readonly writeTag = MODBUS_TAGS.writeTag;
   readonly maxRegisters: number;
   readonly maxBits: number;
   private readonly timeoutMs: number;

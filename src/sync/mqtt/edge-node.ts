@@ -45,6 +45,8 @@ import { HNumber, type HVal } from '../../haystack/values.js';
 import type { Clock } from '../../lib/clock.js';
 import { ErrorCodes } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
+import type { Metrics } from '../../lib/metrics.js';
+import type { Part } from '../../lib/part.js';
 import type { Model } from '../../model/model.js';
 import type { Store } from '../../store/db.js';
 import type { HisKind, HistoryStore } from '../../store/history.js';
@@ -143,7 +145,8 @@ function plain(v: HVal | undefined): number | boolean | string | null {
   return null;
 }
 
-export class EdgeNode {
+export class EdgeNode implements Part {
+  readonly name = 'mqtt';
   private readonly o: EdgeNodeOptions;
   private readonly cfg: MqttConfig;
   private readonly outbox: Outbox;
@@ -167,7 +170,6 @@ export class EdgeNode {
   private hostOnlineAt = -Infinity;
   private stopping = false;
   private started = false;
-  private unlisten: (() => void)[] = [];
   private counters = { liveSamples: 0, historicalSamples: 0, messages: 0, connects: 0, failures: 0, commandsRefused: 0 };
   private lastError: string | null = null;
   private flushedAt = 0;
@@ -200,11 +202,9 @@ export class EdgeNode {
     await this.outbox.start();
     const b = Number(await this.o.store.sync.get(this.bdSeqKey));
     this.bdSeq = Number.isInteger(b) ? b : -1;
-    this.unlisten.push(
-      this.o.model.onTransient((id, changed) => {
-        if (this.cat.byPoint.has(id) && (changed.includes('curVal') || changed.includes('curStatus'))) this.dirty.add(id);
-      }),
-    );
+    this.o.model.events.on('live.changed', this, (id, changed) => {
+      if (this.cat.byPoint.has(id) && (changed.includes('curVal') || changed.includes('curStatus'))) this.dirty.add(id);
+    });
     this.o.log.info({ connector: this.cfg.name, url: this.cfg.url, groupId: this.cfg.groupId, edgeNodeId: this.cfg.edgeNodeId, filter: this.cfg.filter }, 'mqtt: edge node starting');
     this.connect();
   }
@@ -216,7 +216,7 @@ export class EdgeNode {
     this.phase = 'stopped';
     clearTimeout(this.timer);
     clearTimeout(this.reconnectTimer);
-    for (const u of this.unlisten) u();
+    this.o.model.events.off(this);
     this.outbox.stop();
     // A pass waits for the broker's acknowledgements; a broker that stalls does not hold the stop.
     await Promise.race([this.running, new Promise((r) => setTimeout(r, 5000).unref())]);
@@ -716,6 +716,21 @@ export class EdgeNode {
   }
 
   // --- figures -------------------------------------------------------------------------------
+
+  /** The edge node's figures (stats()), read at scrape time. */
+  metrics(metrics: Metrics): void {
+    const connector = this.state.name;
+    const one = (pick: (s: EdgeNodeStats) => number) => () => [{ labels: { connector }, value: pick(this.stats()) }];
+    metrics.gauge('hayloft_mqtt_connected', 'The edge node has a broker session and has published its births (1) or not (0)', ['connector'], one((s) => (s.state === 'online' ? 1 : 0)));
+    metrics.gauge('hayloft_mqtt_backlog_points', 'Points with history samples the broker has not acknowledged', ['connector'], one((s) => s.backlogPoints));
+    metrics.gauge('hayloft_mqtt_backlog_samples', "Samples the broker has not acknowledged (estimated from each point's density)", ['connector'], one((s) => s.backlogSamples));
+    metrics.gauge('hayloft_mqtt_devices_alive', 'Sparkplug devices born in the current session', ['connector'], one((s) => s.devicesAlive));
+    metrics.counter('hayloft_mqtt_samples_live_total', 'Samples published as live DDATA since start', () => this.stats().liveSamples);
+    metrics.counter('hayloft_mqtt_samples_historical_total', 'Samples published as historical DDATA (store and forward) since start', () => this.stats().historicalSamples);
+    metrics.counter('hayloft_mqtt_messages_total', 'Sparkplug messages published since start', () => this.stats().messages);
+    metrics.counter('hayloft_mqtt_connection_failures_total', 'Broker sessions that failed or ended since start', () => this.stats().failures);
+    metrics.counter('hayloft_mqtt_commands_refused_total', 'DCMD and NCMD metrics refused since start', () => this.stats().commandsRefused);
+  }
 
   stats(): EdgeNodeStats {
     const backlog = this.outbox.backlog(this.hisPoints());

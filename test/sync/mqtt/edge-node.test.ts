@@ -8,12 +8,12 @@
  */
 import mqtt from 'mqtt';
 import t, { type Test } from 'tap';
-import { HDateTime, HNumber, HRef, type HVal, MARKER } from '../../../src/haystack/values.js';
+import { HDateTime, HDict, HNumber, HRef, type HVal, MARKER } from '../../../src/haystack/values.js';
 import { UTC } from '../../../src/haystack/tz.js';
 import { type UMetric, encode, num } from '../../../src/sync/mqtt/sparkplug.js';
 import { ADMIN, type Running, startApp } from '../../helpers/app.js';
 import { singleWrite } from '../../helpers/his.js';
-import { postGrid } from '../../helpers/http.js';
+import { errOf, gridOf, postGrid } from '../../helpers/http.js';
 import { BROKER_USER, type Broker, type Seen, SparkplugSubscriber, brokerMissing, startBroker } from '../../helpers/mosquitto.js';
 import { tempDir } from '../../helpers/tmp.js';
 import { post, readRec, until } from '../../helpers/uplink.js';
@@ -313,6 +313,37 @@ t.test('DCMD with writeLevel and writeAs: written through pointWrite at that lev
   await dcmd([{ name: 'temp', type: 'Double', value: 1 }, { name: 'fan', type: 'Double', value: 3 }]);
   await until('refusals logged', () => edge.logs.filter((l) => l.includes('HL_MQTT_COMMAND_REFUSED')).length >= 2);
   t.equal(edge.app.writer.effective('fan').val, true, 'the refused command changed nothing');
+});
+
+t.test('DCMD as a writeAs user is checked by the gate as its pointWrite would be: without MODEL_READ on the point it is refused', async (t) => {
+  const broker = await startBroker(t);
+  const sub = await SparkplugSubscriber.connect(t, broker);
+  const blind = { username: 'blind@example.com', password: 'blind-password-1' };
+  const edge = await startApp(t, { env: { HAYLOFT_CONFIG: mqttConfig(t, broker, { writeLevel: 8, writeAs: blind.username }) } });
+  await seed(t, edge);
+  // POINT_WRITE on every point at levels 8-17, but MODEL_READ on the boiler's points only.
+  const [write, read] = await edge.app.model.create([
+    HDict.of({ actionPolicy: MARKER, name: 'writeAll', permissions: ['POINT_WRITE'], pointWriteLevel: HNumber.of(8) }),
+    HDict.of({ actionPolicy: MARKER, name: 'readBoiler', permissions: ['MODEL_READ'], filter: 'equipRef == @boiler' }),
+  ]);
+  const [role] = await edge.app.model.create([HDict.of({ role: MARKER, name: 'blindWriter', actionPolicyRefs: [write?.get('id') as HRef, read?.get('id') as HRef] })]);
+  await edge.app.auth.addUser(blind.username, blind.password, (role?.get('id') as HRef).id);
+  await until('DBIRTH of ahu', () => sub.of('DBIRTH').some((m) => m.device === 'ahu'));
+  const host = await mqtt.connectAsync(broker.url, { ...BROKER_USER });
+  t.teardown(() => host.endAsync(true));
+
+  await host.publishAsync(`spBv1.0/${GROUP}/DCMD/${NODE}/ahu`, Buffer.from(encode({ timestamp: Date.now(), metrics: [{ name: 'fan', type: 'Boolean', value: true }] } as never)));
+  await until('refused', () => edge.logs.some((l) => l.includes('HL_MQTT_COMMAND_REFUSED') && l.includes('"metric":"fan"')));
+  t.match(edge.logs.join(''), /"why":"no record @fan"/, 'a point the writeAs user cannot read looks unknown, as to its pointWrite');
+  t.equal(edge.app.writer.array('fan').find((r) => r.level === 8)?.val ?? null, null, 'nothing was written');
+  const audit = await edge.app.writer.readAudit({ pointId: 'fan', limit: 10 });
+  t.match(audit[0], { user: blind.username, level: 8 }, 'the refusal is audited as the writeAs user');
+  t.not(audit[0]?.result, 'ok');
+
+  // The same user's REST pointWrite is refused the same way: one gate.
+  const login = await edge.login(blind.username, blind.password);
+  const rest = await postGrid(edge.base, 'pointWrite', gridOf({ id: HRef.of('fan'), level: HNumber.of(8), val: true }), { headers: { authorization: `Bearer ${String(login.body.access_token)}` } });
+  t.equal(errOf(rest)?.code, 'HL_NOT_FOUND', 'REST refuses it with the same code');
 });
 
 t.test('late samples (a backfill, a correction of an old value) go as historical DDATA, also after a restart while the broker is away', async (t) => {

@@ -1,14 +1,13 @@
 /**
- * Every connector (Modbus, BACnet) with its connStatus and connErr, when it was last polled and
+ * Every connector (of every driver the server has: the `drivers` op) with its connStatus and connErr, when it was last polled and
  * last answered (connLastPoll, connLastOk), its points counted by
  * curStatus, and a switch to disable or enable it (the `disabled` marker, through updateRec).
  * Refreshed every five seconds, so a device that goes down shows at a glance.
  */
 import { useEffect, useState } from 'preact/hooks';
 import { type Row, type Session, grid, refId, str, time } from '../api.js';
+import { type DriverKind, connFilter, connOfPoint, driverOf, loadDrivers } from '../drivers.js';
 import { Status } from './status.js';
-
-const REF_TAGS = ['modbusConnRef', 'bacnetConnRef'];
 
 /** How long ago an instant was, as a person says it: `4 s ago`, `12 min ago`, `3 h ago`, `2 days ago`. */
 function ago(ms: number): string {
@@ -39,24 +38,30 @@ function Polled({ conn }: { conn: Row }) {
 
 export function Connectors({ session }: { session: Session }) {
   const [conns, setConns] = useState<Row[] | undefined>(undefined);
+  const [kinds, setKinds] = useState<DriverKind[]>([]);
   const [counts, setCounts] = useState<Map<string, Record<string, number>>>(new Map());
   const [err, setErr] = useState('');
   const [tick, setTick] = useState(0);
 
   useEffect(() => {
     let gone = false;
+    let drivers: DriverKind[] | undefined;
     const load = async (): Promise<void> => {
       try {
-        const [c, points] = await Promise.all([session.read('modbusConn or bacnetConn'), session.read('point and (modbusConnRef or bacnetConnRef)')]);
+        drivers ??= await loadDrivers(session);
+        setKinds(drivers);
+        const filter = connFilter(drivers);
+        const [c, points] =
+          filter === undefined ? [[], []] : await Promise.all([session.read(filter), session.read(`point and (${drivers.map((d) => d.refTag).join(' or ')})`)]);
         if (gone) return;
         const m = new Map<string, Record<string, number>>();
         for (const p of points) {
-          const tag = REF_TAGS.find((t) => p[t] != null);
-          if (tag === undefined) continue;
-          const by = m.get(refId(p[tag])) ?? {};
+          const connId = connOfPoint(drivers, p);
+          if (connId === undefined) continue;
+          const by = m.get(connId) ?? {};
           const st = str(p.curStatus) || 'unknown';
           by[st] = (by[st] ?? 0) + 1;
-          m.set(refId(p[tag]), by);
+          m.set(connId, by);
         }
         setConns(c.sort((a, b) => (str(a.dis) || str(a.name)).localeCompare(str(b.dis) || str(b.name))));
         setCounts(m);
@@ -106,7 +111,7 @@ export function Connectors({ session }: { session: Session }) {
                   <Status status={st} />
                 </div>
                 <p class="sub">
-                  {c.modbusConn != null ? 'Modbus' : 'BACnet'} · {str(c.uri) || str(c.bacnetDevice) || refId(c.id)}
+                  {driverOf(kinds, c)?.dis} · {str(c.uri) || str(c.bacnetDevice) || refId(c.id)}
                   {c.pollTime != null && ` · every ${str(c.pollTime).replace(/^([\d.]+)\s*/, '$1 ')}`}
                 </p>
                 {str(c.connErr) !== '' && <p class="err-text">{str(c.connErr)}</p>}

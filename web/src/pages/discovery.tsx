@@ -1,17 +1,31 @@
 /**
  * Commissioning (docs/drivers.md, "Commissioning"), the way a technician brings a device in:
  * 1. Find BACnet devices (`discover`: a broadcast Who-Is, or directed at one address) and add a
- *    connector for one (createRec of a bacnetConn from the answered `uri`).
+ *    connector for one (createRec of a bacnetConn from the answered `uri`): one such card per
+ *    driver that discovers.
  * 2. Learn a connector (`learn`): BACnet answers groups (object types) to drill into, then point
  *    proposals; a Modbus connector answers the registers of its map. Tick the proposals wanted,
  *    choose the site and equip, and create them all in one createRec.
  * 3. Import a Modbus register map (a CSV file) onto a Modbus connector: updateRec of its
  *    `modbusRegMap`, which the server checks; its list of bad rows is shown line by line.
- * The server does all the checking; this page only shows what it answers.
+ * The server does all the checking; this page only shows what it answers. The connector kinds
+ * and their tags come from the server too (the `drivers` op).
  */
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, type Row, type Session, grid, refId, show, str } from '../api.js';
+import { type DriverKind, connFilter, driverOf, loadDrivers } from '../drivers.js';
 import { NotAvailable } from './status.js';
+
+/**
+ * The driver whose connectors take a register map (card 3., a Modbus map's CSV format); the card
+ * shows when the server has it.
+ */
+const MAP_DRIVER = 'modbus';
+
+/** Whether a connector is one of the map driver's. */
+function takesMap(kinds: readonly DriverKind[], conn: Row | undefined): boolean {
+  return conn !== undefined && driverOf(kinds, conn)?.name === MAP_DRIVER;
+}
 
 const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
@@ -44,7 +58,7 @@ function connName(dev: Row): string {
   return /^[a-z]/.test(base) ? `${base}Conn` : `bacnet${show(dev.bacnetDevice)}`;
 }
 
-function DiscoverDevices({ session, onConnector }: { session: Session; onConnector: (id: string) => void }) {
+function DiscoverDevices({ session, kind, onConnector }: { session: Session; kind: DriverKind; onConnector: (id: string) => void }) {
   const [devices, setDevices] = useState<Row[] | undefined>(undefined);
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState('');
@@ -56,7 +70,7 @@ function DiscoverDevices({ session, onConnector }: { session: Session; onConnect
       const x = f.get(k);
       return typeof x === 'string' ? x.trim() : '';
     };
-    const row: Record<string, string> = { proto: 's:bacnet', timeout: `n:${v('timeout') || '3'} s` };
+    const row: Record<string, string> = { proto: `s:${kind.name}`, timeout: `n:${v('timeout') || '3'} s` };
     if (v('address') !== '') row.address = `s:${v('address')}`;
     if (v('low') !== '') row.low = `n:${v('low')}`;
     if (v('high') !== '') row.high = `n:${v('high')}`;
@@ -74,7 +88,7 @@ function DiscoverDevices({ session, onConnector }: { session: Session; onConnect
   async function add(dev: Row): Promise<void> {
     setErr('');
     try {
-      const [made] = (await session.op('createRec', grid([{ bacnetConn: 'm:', name: `s:${connName(dev)}`, dis: `s:${str(dev.dis) || connName(dev)}`, uri: dev.uri ?? null }]))).rows;
+      const [made] = (await session.op('createRec', grid([{ [kind.connTag]: 'm:', name: `s:${connName(dev)}`, dis: `s:${str(dev.dis) || connName(dev)}`, uri: dev.uri ?? null }]))).rows;
       if (made === undefined) return;
       setDevices((list) => list?.map((d) => (d === dev ? { ...d, connRef: made.id } : d)));
       onConnector(refId(made.id));
@@ -85,7 +99,7 @@ function DiscoverDevices({ session, onConnector }: { session: Session; onConnect
 
   return (
     <div class="card">
-      <h2>1. Find BACnet devices</h2>
+      <h2>1. Find {kind.dis} devices</h2>
       <form class="discover" onSubmit={(e) => void run(e)}>
         <label>
           Address (host[:port]; empty: broadcast)
@@ -138,9 +152,7 @@ function DiscoverDevices({ session, onConnector }: { session: Session; onConnect
   );
 }
 
-const ADDRESS_TAGS = ['bacnetCur', 'modbusCur'];
-
-function Learn({ session, conns, connId, setConnId, nonce }: { session: Session; conns: Row[]; connId: string; setConnId: (id: string) => void; nonce: number }) {
+function Learn({ session, kinds, conns, connId, setConnId, nonce }: { session: Session; kinds: readonly DriverKind[]; conns: Row[]; connId: string; setConnId: (id: string) => void; nonce: number }) {
   /** The drill-down: learn args from the top (empty: the top). */
   const [path, setPath] = useState<{ arg: string; dis: string }[]>([]);
   const [rows, setRows] = useState<Row[] | undefined>(undefined);
@@ -218,7 +230,7 @@ function Learn({ session, conns, connId, setConnId, nonce }: { session: Session;
             <option value="">Choose…</option>
             {conns.map((c) => (
               <option value={refId(c.id)}>
-                {str(c.dis) || str(c.name)} ({c.bacnetConn != null ? 'BACnet' : 'Modbus'})
+                {str(c.dis) || str(c.name)} ({driverOf(kinds, c)?.dis})
               </option>
             ))}
           </select>
@@ -258,7 +270,7 @@ function Learn({ session, conns, connId, setConnId, nonce }: { session: Session;
           ))}
         </ul>
       )}
-      {rows !== undefined && rows.length === 0 && <p class="muted">Nothing to learn on this connector{conns.find((c) => refId(c.id) === connId)?.modbusConn != null ? ': import a register map first (3.)' : ''}.</p>}
+      {rows !== undefined && rows.length === 0 && <p class="muted">Nothing to learn on this connector{takesMap(kinds, conns.find((c) => refId(c.id) === connId)) ? ': import a register map first (3.)' : ''}.</p>}
       {proposals.length > 0 && (
         <>
           <div class="scroll-x">
@@ -285,7 +297,7 @@ function Learn({ session, conns, connId, setConnId, nonce }: { session: Session;
                 {proposals.map((r) => {
                   const i = rows?.indexOf(r) ?? -1;
                   const exists = r.id != null;
-                  const addr = ADDRESS_TAGS.map((t) => str(r[t])).find((x) => x !== '') ?? '';
+                  const addr = kinds.map((k) => str(r[k.curTag])).find((x) => x !== '') ?? '';
                   return (
                     <tr data-proposal={str(r.name)} class={exists ? 'exists' : ''}>
                       <td>
@@ -367,8 +379,8 @@ function Learn({ session, conns, connId, setConnId, nonce }: { session: Session;
   );
 }
 
-function ImportMap({ session, conns, onImported }: { session: Session; conns: Row[]; onImported: (id: string) => void }) {
-  const modbus = conns.filter((c) => c.modbusConn != null);
+function ImportMap({ session, kinds, conns, onImported }: { session: Session; kinds: readonly DriverKind[]; conns: Row[]; onImported: (id: string) => void }) {
+  const modbus = conns.filter((c) => takesMap(kinds, c));
   const [connId, setConnId] = useState('');
   const [err, setErr] = useState('');
   const [done, setDone] = useState('');
@@ -427,6 +439,7 @@ function ImportMap({ session, conns, onImported }: { session: Session; conns: Ro
 
 export function Discovery({ session }: { session: Session }) {
   const [ops, setOps] = useState<string[] | undefined>(undefined);
+  const [kinds, setKinds] = useState<DriverKind[] | undefined>(undefined);
   const [conns, setConns] = useState<Row[]>([]);
   const [connId, setConnId] = useState('');
   /** Bumped to make the learn panel learn `connId` now. */
@@ -441,11 +454,19 @@ export function Discovery({ session }: { session: Session }) {
       .catch((e: unknown) => setErr(errText(e)));
   }, [session]);
   useEffect(() => {
+    void loadDrivers(session)
+      .then(setKinds)
+      .catch((e: unknown) => setErr(errText(e)));
+  }, [session]);
+  useEffect(() => {
+    // The connectors of the drivers that learn.
+    const filter = kinds === undefined ? undefined : connFilter(kinds.filter((k) => k.features.has('learn')));
+    if (filter === undefined) return;
     void session
-      .read('bacnetConn or modbusConn')
+      .read(filter)
       .then((c) => setConns(c.sort((a, b) => (str(a.dis) || str(a.name)).localeCompare(str(b.dis) || str(b.name)))))
       .catch((e: unknown) => setErr(errText(e)));
-  }, [session, tick]);
+  }, [session, kinds, tick]);
 
   const pick = (id: string): void => {
     setConnId(id);
@@ -457,11 +478,15 @@ export function Discovery({ session }: { session: Session }) {
       <h1>Discovery</h1>
       <Problem text={err} />
       {ops !== undefined && !ops.includes('discover') && <NotAvailable what="Device discovery (discover and learn)" />}
-      {ops !== undefined && ops.includes('discover') && (
+      {ops !== undefined && ops.includes('discover') && kinds !== undefined && (
         <>
-          <DiscoverDevices session={session} onConnector={pick} />
-          <Learn session={session} conns={conns} connId={connId} setConnId={setConnId} nonce={nonce} />
-          <ImportMap session={session} conns={conns} onImported={pick} />
+          {kinds
+            .filter((k) => k.features.has('discover'))
+            .map((k) => (
+              <DiscoverDevices session={session} kind={k} onConnector={pick} />
+            ))}
+          <Learn session={session} kinds={kinds} conns={conns} connId={connId} setConnId={setConnId} nonce={nonce} />
+          {kinds.some((k) => k.name === MAP_DRIVER) && <ImportMap session={session} kinds={kinds} conns={conns} onImported={pick} />}
         </>
       )}
     </section>
