@@ -32,6 +32,7 @@ import type { DriverRegistry } from '../drivers/registry.js';
 import { durationTag } from '../drivers/tags.js';
 import { HNumber, HRef, type HDict } from '../haystack/values.js';
 import type { Clock } from '../lib/clock.js';
+import { backoffDelay } from '../lib/backoff.js';
 import { ErrorCodes, isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { Metrics } from '../lib/metrics.js';
@@ -443,7 +444,7 @@ export class Poller implements Part {
     const err = expected ? message(e) : `driver error: ${message(e)}`;
     if (!expected) this.log.error({ err: e, connId: cs.id }, 'unexpected driver error; the connector is treated as down');
     cs.failures++;
-    const delay = Math.min(this.maxBackoffMs, this.minBackoffMs * 2 ** Math.min(30, cs.failures - 1));
+    const delay = backoffDelay(cs.failures, { minMs: this.minBackoffMs, maxMs: this.maxBackoffMs });
     cs.retryAt = this.clock.now() + delay;
     if (cs.failures === 1) this.log.warn({ connId: cs.id, err }, 'connector down');
     else this.log.debug({ connId: cs.id, err, failures: cs.failures, retryInMs: delay }, 'connector still down');

@@ -23,6 +23,7 @@ import type { DriverConn, PreparedWrite, RawValue } from '../drivers/driver.js';
 import { durationTag } from '../drivers/tags.js';
 import { HNumber, type HDict, type HVal } from '../haystack/values.js';
 import type { Clock } from '../lib/clock.js';
+import { backoffDelay } from '../lib/backoff.js';
 import { ErrorCodes, isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { EventBus } from '../lib/events.js';
@@ -267,7 +268,7 @@ export class WriteQueue {
       const now = this.o.clock.now();
       p.failures++;
       p.lastAt = now;
-      const delay = Math.min(this.maxBackoffMs, this.minBackoffMs * 2 ** Math.min(30, p.failures - 1));
+      const delay = backoffDelay(p.failures, { minMs: this.minBackoffMs, maxMs: this.maxBackoffMs });
       p.due = now + delay;
       const down = isHayloftError(e, ErrorCodes.DRIVER_DOWN);
       if (!isHayloftError(e)) this.o.log.error({ err: e, pointId: p.id }, 'unexpected driver error writing a point');

@@ -258,6 +258,8 @@ export class SyncState {
     }
     await batch.write();
     for (const id of ids) {
+      // A cursor moved by advance() and not yet flushed would otherwise be stored again.
+      if (what.cursor) this.unsaved.delete(id);
       if (what.cursor) this.cursors.delete(id);
       if (what.cursor) this.lates.delete(id);
       if (what.mapping) this.maps.delete(id);

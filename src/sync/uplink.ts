@@ -11,11 +11,10 @@
  * so nothing is doubled upstream. A crash anywhere loses at most the cursor moves not yet written,
  * which again only means sending a batch again.
  *
- * Late samples: a write at or before a point's cursor (a backfill, a correction) marks its span
- * in the write's own LevelDB batch (SyncState.markLate, on the bus's 'his.plan'); those spans
- * are sent first, in the same batches, and leave the mark once acknowledged. While a point's
- * samples are read and in flight, it is claimed (SyncState.claim), so a write the read may miss
- * is marked too.
+ * Cursors, late samples (a write at or before a point's cursor: a backfill, a correction, sent
+ * again first, in the same batches), claims, the choice of pending points, the reads, the
+ * acknowledgements, the backoff, the points' sync status and the backlog figures are the
+ * outbox's (outbox.ts), shared with the MQTT edge node; this file is how they go over REST.
  *
  * Failures: an unreachable upstream, a 5xx or refused credentials stop the pass; it is retried
  * after an exponential backoff with jitter (retryMinMs doubling to retryMaxMs, each delay drawn
@@ -31,24 +30,23 @@
  */
 import type { UplinkSettings } from './settings.js';
 import type { TimeZone } from '../haystack/tz.js';
-import type { HRef} from '../haystack/values.js';
-import { HDateTime, type HDict } from '../haystack/values.js';
+import type { HDict, HRef } from '../haystack/values.js';
 import type { Clock } from '../lib/clock.js';
 import { ErrorCodes, isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { Metrics } from '../lib/metrics.js';
 import type { Part as DaemonPart } from '../lib/part.js';
 import type { Model } from '../model/model.js';
-import { POINT_KINDS_TEXT, type PointState, type SyncTags, describeKind, pointKind, pointUnit, pointZone } from '../model/point-state.js';
+import { POINT_KINDS_TEXT, type PointState, describeKind, pointKind, pointUnit, pointZone } from '../model/point-state.js';
 import type { Store } from '../store/db.js';
 import type { HisKind, HistoryStore } from '../store/history.js';
 import { UpstreamClient, UpstreamError } from './client.js';
-import { type BatchPart, type Run, backlogEstimate, encodeHisWrite, readAfter } from './his-batch.js';
+import { type BatchPart, encodeHisWrite } from './his-batch.js';
 import { Mapper } from './mapping.js';
-import type { Span } from './spans.js';
-import { SyncState } from './state.js';
+import { type Due, Outbox, type Sent, type SyncStatus } from './outbox.js';
+import type { SyncState } from './state.js';
 
-export type SyncStatus = 'ok' | 'pending' | 'down' | 'fault';
+export type { SyncStatus } from './outbox.js';
 
 export interface UplinkOptions {
   config: UplinkSettings;
@@ -105,39 +103,24 @@ interface SyncPoint {
   tz: TimeZone;
 }
 
-/** A point's span of time: its id, from, to (epoch ms, both included). */
-type Span3 = readonly [string, number, number];
-
 /** One point's part of a batch: samples after its cursor, or a late range up to it. */
 interface Part {
   p: SyncPoint;
   part: BatchPart;
-  /** The part's newest sample. */
-  last: number;
-  /** For a late span: where it started when it was read (from there to `last` is sent). */
-  late: number | null;
+  /** What the upstream's acknowledgement of the part acknowledges. */
+  sent: Sent;
 }
-
-interface PointStatus {
-  status: SyncStatus;
-  err: string | null;
-  /** When a fault was set (faults are tried again after retryMaxMs). */
-  since: number;
-}
-
 
 export class Uplink implements DaemonPart {
   readonly name = 'uplink';
   private readonly o: UplinkOptions;
   private readonly cfg: UplinkSettings;
-  readonly state: SyncState;
+  private readonly outbox: Outbox;
   private readonly client: UpstreamClient;
   private readonly mapper: Mapper;
-  private readonly random: () => number;
   private points = new Map<string, SyncPoint>();
-  private readonly status = new Map<string, PointStatus>();
-  /** Local ids deleted from the model, whose cursors and mappings go at the next pass. */
-  private readonly deleted = new Set<string>();
+  /** The ids of `points` sorted: pending points that tie go by id (deterministic batches). */
+  private order: string[] = [];
   private modelDirty = true;
   private batchSamples: number;
   private timer: NodeJS.Timeout | undefined;
@@ -145,16 +128,19 @@ export class Uplink implements DaemonPart {
   private stopping = false;
   private started = false;
   private phase: UplinkStats['state'] = 'starting';
-  private failures = 0;
   private retryAt: number | null = null;
   private counters = { sentSamples: 0, sentBatches: 0, errors: 0 };
 
   constructor(opts: UplinkOptions) {
     this.o = opts;
     this.cfg = opts.config;
-    this.random = opts.random ?? Math.random;
     this.batchSamples = opts.config.batchSamples;
-    this.state = new SyncState(opts.store, opts.config.name);
+    this.outbox = new Outbox({
+      ...opts,
+      connector: opts.config,
+      status: { points: opts.points, zone: (id) => this.points.get(id)?.tz ?? opts.defaultTz },
+      modelChanged: () => (this.modelDirty = true),
+    });
     this.client = new UpstreamClient({
       url: this.cfg.url,
       clientId: this.cfg.clientId,
@@ -170,17 +156,15 @@ export class Uplink implements DaemonPart {
     this.mapper = new Mapper({ model: opts.model, client: this.client, state: this.state, createMissing: this.cfg.createMissing, updateTags: this.cfg.updateTags, log: opts.log });
   }
 
+  /** The connector's cursors, mappings and tokens (the outbox's). */
+  get state(): SyncState {
+    return this.outbox.state;
+  }
+
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
-    await this.state.load();
-    // Samples written at or before what was sent (a backfill, a correction) are marked in the
-    // write's own batch, and sent again (see SyncState.markLate).
-    this.o.history.events.on('his.plan', this, (id, first, last, before, batch) => this.state.markLate(id, first, last, before, batch));
-    this.o.model.events.on('records.committed', this, (c) => {
-      this.modelDirty = true;
-      for (const r of c.deleted) this.deleted.add((r.get('id') as HRef).id);
-    });
+    await this.outbox.start();
     this.o.log.info({ connector: this.cfg.name, url: this.cfg.url, filter: this.cfg.filter }, 'uplink starting');
     this.schedule(0);
   }
@@ -192,8 +176,7 @@ export class Uplink implements DaemonPart {
     this.phase = 'stopped';
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
-    this.o.model.events.off(this);
-    this.o.history.events.off(this);
+    this.outbox.stop();
     this.client.close();
     await this.running;
   }
@@ -212,25 +195,19 @@ export class Uplink implements DaemonPart {
     let more = false;
     try {
       more = await this.run();
-      if (this.failures > 0) this.o.log.info({ connector: this.cfg.name }, 'uplink: the upstream answers again');
-      this.failures = 0;
+      if (this.outbox.recovered()) this.o.log.info({ connector: this.cfg.name }, 'uplink: the upstream answers again');
       this.retryAt = null;
       this.phase = 'idle';
       await this.state.setError(null);
     } catch (e) {
       if (this.stopping) return;
       this.counters.errors++;
-      this.failures++;
       const message = (e as Error).message;
+      const delay = this.outbox.failed(message, this.points.keys());
       const expected = isHayloftError(e, ErrorCodes.UPLINK_UNREACHABLE) || isHayloftError(e, ErrorCodes.UPLINK_AUTH) || isHayloftError(e, ErrorCodes.UPLINK_REJECTED);
-      if (expected) this.o.log.warn({ connector: this.cfg.name, failures: this.failures, err: message }, 'uplink: pass failed; retrying later');
+      if (expected) this.o.log.warn({ connector: this.cfg.name, failures: this.outbox.failures, err: message }, 'uplink: pass failed; retrying later');
       else this.o.log.error({ connector: this.cfg.name, err: e }, 'uplink: unexpected error; retrying later');
-      for (const id of this.points.keys()) {
-        const s = this.status.get(id);
-        if (s?.status !== 'fault') this.setStatus(id, 'down', message);
-      }
       await this.state.setError(message).catch(() => undefined);
-      const delay = this.backoff();
       this.retryAt = this.o.clock.now() + delay;
       this.phase = 'retrying';
       this.schedule(delay);
@@ -239,21 +216,10 @@ export class Uplink implements DaemonPart {
     this.schedule(more ? 0 : this.cfg.scanIntervalMs);
   }
 
-  /** Delay before retry n (1, 2, ...): min doubled n-1 times, capped, drawn in [half, all]. */
-  private backoff(): number {
-    const cap = Math.min(this.cfg.retryMaxMs, this.cfg.retryMinMs * 2 ** Math.min(this.failures - 1, 40));
-    return Math.round(cap / 2 + (this.random() * cap) / 2);
-  }
-
   /** Returns true when there may be more to send at once. */
   private async run(): Promise<boolean> {
-    if (this.deleted.size > 0) {
-      const ids = [...this.deleted];
-      this.deleted.clear();
-      await this.state.forget(ids, { cursor: true, mapping: true });
-    }
-    const now = this.o.clock.now();
-    for (const s of this.status.values()) if (s.status === 'fault' && now - s.since >= this.cfg.retryMaxMs) this.modelDirty = true;
+    await this.outbox.forgetDeleted();
+    if (this.outbox.faultsDue()) this.modelDirty = true;
     if (this.modelDirty) await this.map();
     this.phase = 'sending';
     // Drain: batches until nothing is pending; stop early to map again when the model changed.
@@ -288,19 +254,16 @@ export class Uplink implements DaemonPart {
       const kind = pointKind(stored);
       if (kind === undefined) {
         badKind.add(id);
-        this.setStatus(id, 'fault', `${describeKind(stored)} is not a history kind (${POINT_KINDS_TEXT})`);
+        this.outbox.setStatus(id, 'fault', `${describeKind(stored)} is not a history kind (${POINT_KINDS_TEXT})`);
         continue;
       }
       next.set(id, { id, kind, unit: pointUnit(stored), tz: pointZone(stored, this.o.defaultTz) });
     }
     // Points no longer selected lose their status tags (their cursors stay, should they return);
     // faults of the others are looked at afresh.
-    for (const id of [...this.status.keys()]) {
-      if (badKind.has(id)) continue;
-      this.status.delete(id);
-      if (!next.has(id)) this.o.points.setSync(id, { syncStatus: null, syncErr: null, syncLast: null });
-    }
+    this.outbox.resetStatus(next, badKind);
     this.points = next;
+    this.order = [...next.keys()].sort();
     let outcome;
     try {
       outcome = await this.mapper.sync([...next.keys()]);
@@ -311,106 +274,63 @@ export class Uplink implements DaemonPart {
     if (outcome.changed) this.modelDirty = true;
     for (const id of next.keys()) {
       const why = outcome.faults.get(id);
-      if (why !== undefined) this.setStatus(id, 'fault', why);
+      if (why !== undefined) this.outbox.setStatus(id, 'fault', why);
       else this.refreshStatus(id);
     }
   }
 
-  private setStatus(id: string, status: SyncStatus, err: string | null): void {
-    const old = this.status.get(id);
-    if (old?.status !== status || old.err !== err) this.status.set(id, { status, err, since: this.o.clock.now() });
-    const tags: SyncTags = { syncStatus: status, syncErr: err };
-    const cursor = this.state.cursor(id);
-    const p = this.points.get(id);
-    if (cursor > -Infinity) tags.syncLast = new HDateTime(cursor, p?.tz ?? this.o.defaultTz);
-    this.o.points.setSync(id, tags);
-  }
-
-  /** ok or pending, from the point's cursor and newest sample (faults stay until cleared). */
+  /** ok or pending (a point not yet found upstream is pending). */
   private refreshStatus(id: string): void {
-    if (this.status.get(id)?.status === 'fault') return;
-    const end = this.o.history.stats(id).end;
-    const mapped = this.state.mapping(id) !== undefined;
-    const caughtUp = (end === undefined || end <= this.state.cursor(id)) && this.state.late(id) === undefined;
-    this.setStatus(id, mapped && caughtUp ? 'ok' : 'pending', null);
+    this.outbox.refreshStatus(id, this.state.mapping(id) !== undefined);
   }
 
-  private eligible(p: SyncPoint): boolean {
-    const s = this.status.get(p.id);
-    return s?.status !== 'fault' && this.state.mapping(p.id) !== undefined;
+  private eligible(id: string): boolean {
+    return this.outbox.statusOf(id) !== 'fault' && this.state.mapping(id) !== undefined;
   }
 
   /** Builds and sends one batch; false when nothing is pending. */
   private async sendBatch(): Promise<boolean> {
-    const { history } = this.o;
-    // Oldest pending first: by the first sample not yet acknowledged (at least cursor + 1), or
-    // where a point's late samples start (written at or before its cursor: sent again up to it).
-    const pending: { p: SyncPoint; from: number; late: Span | undefined }[] = [];
-    for (const p of this.points.values()) {
-      if (!this.eligible(p)) continue;
-      const late = this.state.late(p.id);
-      if (late !== undefined) {
-        pending.push({ p, from: late[0], late });
-        continue;
-      }
-      const st = history.stats(p.id);
-      const cursor = this.state.cursor(p.id);
-      if (st.end === undefined || st.start === undefined || st.end <= cursor) continue;
-      pending.push({ p, from: Math.max(cursor + 1, st.start), late: undefined });
-    }
+    const pending = this.outbox.pending(this.eligibleIds());
     if (pending.length === 0) return false;
-    pending.sort((a, b) => a.from - b.from || (a.p.id < b.p.id ? -1 : 1));
     // One zone per batch: rows carry one timestamp for all points, written in the points' zone,
     // as strict servers want hisWrite timestamps in the zone of the point.
-    const tz = (pending[0] as { p: SyncPoint }).p.tz;
+    const tz = (this.points.get((pending[0] as Due).id) as SyncPoint).tz;
     const parts: Part[] = [];
-    const settled: Span3[] = [];
+    const settled: Sent[] = [];
     let budget = this.batchSamples;
     try {
-      for (const { p, from, late } of pending) {
+      for (const due of pending) {
         if (budget <= 0 || parts.length >= this.cfg.batchPoints) break;
+        const p = this.points.get(due.id) as SyncPoint;
         if (p.tz !== tz) continue;
-        const cursor = this.state.cursor(p.id);
-        // From here every write the read below may miss marks the point late.
-        await this.state.beginReads(history, [{ id: p.id, late: late !== undefined }]);
-        const run: Run | null = late !== undefined ? await readAfter(history, p.id, from - 1, budget, Math.min(late[1], cursor)) : await readAfter(history, p.id, cursor, budget);
+        // Point by point: a point claimed but not read (over the budget) would mark writes late for nothing.
+        await this.outbox.beginReads([due]);
+        const { run } = await this.outbox.read(due, p.kind, budget);
         if (run === null) {
           // A late span whose samples are gone (deleted meanwhile): nothing to send again.
-          if (late !== undefined) settled.push([p.id, late[0], late[1]]);
+          if (due.late !== undefined) settled.push(this.outbox.settled(due.id, due.late));
           continue;
         }
         if (run.kind !== p.kind) {
-          this.setStatus(p.id, 'fault', `the point is of kind ${p.kind} but its history holds ${run.kind} samples`);
+          this.outbox.setStatus(p.id, 'fault', `the point is of kind ${p.kind} but its history holds ${run.kind} samples`);
           continue;
         }
-        const last = run.ts[run.ts.length - 1] as number;
-        if (late === undefined) this.state.claim(p.id, last);
         const up = this.state.mapping(p.id)?.up as string;
-        parts.push({ p, part: { up, unit: p.unit, run }, last, late: late === undefined ? null : from });
+        parts.push({ p, part: { up, unit: p.unit, run }, sent: this.outbox.sent(due, run) });
         budget -= run.ts.length;
       }
-      if (settled.length > 0) await this.acknowledge([], settled);
+      if (settled.length > 0) await this.outbox.ack(settled);
       // Nothing readable after all (history deleted meanwhile): look again at the next scan.
       if (parts.length === 0) return settled.length > 0;
       await this.send(parts, tz);
       return true;
     } finally {
-      this.state.releaseClaims();
+      this.outbox.releaseClaims();
     }
   }
 
-  /**
-   * Records what the upstream acknowledged: cursors of the parts after their cursor, and late
-   * ranges sent (under those points' history locks, see SyncState.ack).
-   */
-  private async acknowledge(parts: readonly Part[], settled: readonly Span3[] = []): Promise<void> {
-    const cursors: [string, number][] = [];
-    const late: Span3[] = [...settled];
-    for (const x of parts) {
-      if (x.late !== null) late.push([x.p.id, x.late, x.last]);
-      else cursors.push([x.p.id, x.last]);
-    }
-    await this.state.ackSent(this.o.history, cursors, this.o.clock.now(), late);
+  private *eligibleIds(): Iterable<string> {
+    for (const id of this.order) if (this.eligible(id)) yield id;
   }
 
   /** Sends parts as one hisWrite; on a refusal narrows it down to the points refused. */
@@ -439,14 +359,14 @@ export class Uplink implements DaemonPart {
         // The point is gone upstream: find or create it again.
         await this.state.forget([x.p.id], { cursor: false, mapping: true });
         this.modelDirty = true;
-        this.setStatus(x.p.id, 'pending', null);
+        this.outbox.setStatus(x.p.id, 'pending', null);
         return;
       }
       this.o.log.warn({ connector: this.cfg.name, id: x.p.id, err: e.message }, 'uplink: the upstream refused the history of a point');
-      this.setStatus(x.p.id, 'fault', e.message);
+      this.outbox.setStatus(x.p.id, 'fault', e.message);
       return;
     }
-    await this.acknowledge(parts);
+    await this.outbox.ack(parts.map((x) => x.sent));
     this.counters.sentBatches++;
     for (const x of parts) {
       this.counters.sentSamples += x.part.run.ts.length;
@@ -475,32 +395,21 @@ export class Uplink implements DaemonPart {
 
   stats(): UplinkStats {
     let mapped = 0;
-    let faulted = 0;
-    let backlogPoints = 0;
-    let backlogSamples = 0;
-    const byStatus: Record<SyncStatus, number> = { ok: 0, pending: 0, down: 0, fault: 0 };
-    for (const id of this.points.keys()) {
-      if (this.state.mapping(id) !== undefined) mapped++;
-      const status = this.status.get(id)?.status ?? 'pending';
-      byStatus[status]++;
-      if (status === 'fault') faulted++;
-      const n = backlogEstimate(this.o.history.stats(id), this.state.cursor(id), this.state.lateSpans(id));
-      if (n === 0) continue;
-      backlogPoints++;
-      backlogSamples += n;
-    }
+    for (const id of this.points.keys()) if (this.state.mapping(id) !== undefined) mapped++;
+    const byStatus = this.outbox.byStatus(this.points.keys());
+    const backlog = this.outbox.backlog(this.points.keys());
     return {
       name: this.cfg.name,
       url: this.cfg.url,
       state: this.phase,
       points: this.points.size,
       mapped,
-      faulted,
+      faulted: byStatus.fault,
       byStatus,
-      backlogPoints,
-      backlogSamples,
+      backlogPoints: backlog.points,
+      backlogSamples: backlog.samples,
       ...this.counters,
-      failures: this.failures,
+      failures: this.outbox.failures,
       lastAck: this.state.info.lastAck,
       lastError: this.state.info.lastError,
       retryAt: this.retryAt,

@@ -29,9 +29,14 @@
  * pass; while a backlog drains, after every pass. A kill -9 sends up to that much again, as
  * historical.
  *
- * Live samples are not read back from LevelDB: the history store tells the node what it commits
- * (the bus's 'his.written') and recent samples wait in memory (Tail); the store is read for the
- * backlog of an outage or a restart.
+ * Live samples are not read back from LevelDB: the outbox keeps what the history store commits
+ * after each cursor in memory (its tails); the store is read for the backlog of an outage or a
+ * restart.
+ *
+ * Cursors, late samples, claims, the choice of pending points, the reads, the acknowledgements,
+ * the forgetting of deleted points and the backlog figures are the outbox's (../outbox.ts),
+ * shared with the REST uplink; this file is how they go over Sparkplug. Points show no
+ * syncStatus (docs/uplink.md, "Store and forward" of MQTT).
  */
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import { readFileSync } from 'node:fs';
@@ -44,10 +49,10 @@ import type { Metrics } from '../../lib/metrics.js';
 import type { Part } from '../../lib/part.js';
 import type { Model } from '../../model/model.js';
 import type { Store } from '../../store/db.js';
-import type { HistoryStore } from '../../store/history.js';
-import { type Run, backlogEstimate, readAfter } from '../his-batch.js';
-import type { Span } from '../spans.js';
-import { SyncState } from '../state.js';
+import type { HisKind, HistoryStore } from '../../store/history.js';
+import type { Run } from '../his-batch.js';
+import { Outbox, type Sent } from '../outbox.js';
+import type { SyncState } from '../state.js';
 import { type Catalogue, type Device, type MetricDef, buildCatalogue } from './catalogue.js';
 import { BD_SEQ, QUALITY, REBIRTH, type UMetric, type UPayload, decode, encode, num, qualityOf, stateTopic, topic } from './sparkplug.js';
 
@@ -124,21 +129,6 @@ interface Pending {
 }
 
 /**
- * A point's samples after its cursor, as the history store told them ('his.written'), so that live
- * data is not read back from LevelDB (10,000 points at 1 s would be 10,000 reads a second).
- * While `known`, these are all the samples the store holds after the cursor; a delete, a write
- * older than the newest kept, or more than TAIL_MAX samples (an outage) end that, and the point
- * is read from the store again (which makes it known again once the read reaches the end).
- */
-interface Tail {
-  known: boolean;
-  ts: number[];
-  val: (number | boolean | string)[];
-}
-
-const TAIL_MAX = 64;
-
-/**
  * Cursors are stored at most this often (see SyncState.advance): a crash sends up to this much
  * again, as historical; 10,000 points at 1 s do not write 10,000 keys a second.
  */
@@ -159,8 +149,7 @@ export class EdgeNode implements Part {
   readonly name = 'mqtt';
   private readonly o: EdgeNodeOptions;
   private readonly cfg: MqttConfig;
-  readonly state: SyncState;
-  private readonly random: () => number;
+  private readonly outbox: Outbox;
   private readonly aliases = new Map<string, number>();
   private cat: Catalogue = { devices: new Map(), byPoint: new Map(), skipped: [] };
   private catDirty = true;
@@ -169,8 +158,6 @@ export class EdgeNode implements Part {
   /** Per point: samples at or before this instant are historical in this session. */
   private readonly boundary = new Map<string, number>();
   private readonly reported = new Map<string, Reported>();
-  /** Samples after the cursor, kept in memory per point (see Tail). */
-  private readonly tails = new Map<string, Tail>();
   /** Points whose curVal or curStatus changed since the last pass. */
   private readonly dirty = new Set<string>();
   private session: Session | null = null;
@@ -192,8 +179,17 @@ export class EdgeNode implements Part {
   constructor(opts: EdgeNodeOptions) {
     this.o = opts;
     this.cfg = opts.config;
-    this.random = opts.random ?? Math.random;
-    this.state = new SyncState(opts.store, opts.config.name);
+    this.outbox = new Outbox({
+      ...opts,
+      connector: opts.config,
+      tails: true,
+      modelChanged: () => (this.catDirty = true),
+    });
+  }
+
+  /** The connector's cursors (the outbox's). */
+  get state(): SyncState {
+    return this.outbox.state;
   }
 
   private get bdSeqKey(): string {
@@ -203,17 +199,12 @@ export class EdgeNode implements Part {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
-    await this.state.load();
+    await this.outbox.start();
     const b = Number(await this.o.store.sync.get(this.bdSeqKey));
     this.bdSeq = Number.isInteger(b) ? b : -1;
-    this.o.model.events.on('records.committed', this, () => (this.catDirty = true));
     this.o.model.events.on('live.changed', this, (id, changed) => {
       if (this.cat.byPoint.has(id) && (changed.includes('curVal') || changed.includes('curStatus'))) this.dirty.add(id);
     });
-    this.o.history.events.on('his.written', this, (id, _kind, written) => this.written(id, written));
-    // Samples written at or before what went (a backfill, a correction) are marked in the
-    // write's own batch, and published as historical (see SyncState.markLate).
-    this.o.history.events.on('his.plan', this, (id, first, last, before, batch) => this.state.markLate(id, first, last, before, batch));
     this.o.log.info({ connector: this.cfg.name, url: this.cfg.url, groupId: this.cfg.groupId, edgeNodeId: this.cfg.edgeNodeId, filter: this.cfg.filter }, 'mqtt: edge node starting');
     this.connect();
   }
@@ -226,10 +217,10 @@ export class EdgeNode implements Part {
     clearTimeout(this.timer);
     clearTimeout(this.reconnectTimer);
     this.o.model.events.off(this);
-    this.o.history.events.off(this);
+    this.outbox.stop();
     // A pass waits for the broker's acknowledgements; a broker that stalls does not hold the stop.
     await Promise.race([this.running, new Promise((r) => setTimeout(r, 5000).unref())]);
-    await this.state.flush(this.o.clock.now()).catch((err: unknown) => this.o.log.warn({ err }, 'mqtt: cannot store cursors'));
+    await this.outbox.flush().catch((err: unknown) => this.o.log.warn({ err }, 'mqtt: cannot store cursors'));
     const s = this.session;
     if (s !== null && !s.closed) {
       s.closed = true;
@@ -241,39 +232,6 @@ export class EdgeNode implements Part {
       const late = await Promise.race([goodbye.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), 5000).unref())]);
       if (late) s.client.end(true);
     }
-  }
-
-  /** Keeps what the store committed for points whose tail is known (see Tail). */
-  private written(id: string, w: { readonly ts: readonly number[]; readonly val: readonly unknown[] } | null): void {
-    const t = this.tails.get(id);
-    if (t === undefined || !t.known) return;
-    const last = t.ts.length > 0 ? (t.ts[t.ts.length - 1] as number) : -Infinity;
-    if (w === null || (w.ts[0] as number) <= last || t.ts.length + w.ts.length > TAIL_MAX) {
-      t.known = false;
-      t.ts = [];
-      t.val = [];
-      return;
-    }
-    for (let i = 0; i < w.ts.length; i++) {
-      t.ts.push(w.ts[i] as number);
-      t.val.push(w.val[i] as number | boolean | string);
-    }
-  }
-
-  /** The samples of a known tail after `cursor`, as a run (those at or before it are dropped). */
-  private tailRun(m: MetricDef, t: Tail, cursor: number, max: number): Run | null {
-    let k = 0;
-    while (k < t.ts.length && (t.ts[k] as number) <= cursor) k++;
-    if (k > 0) {
-      t.ts.splice(0, k);
-      t.val.splice(0, k);
-    }
-    if (t.ts.length === 0) return null;
-    const n = Math.min(max, t.ts.length);
-    const ts = Float64Array.from(t.ts.slice(0, n));
-    if (m.type === 'Double') return { kind: 'Number', ts, val: Float64Array.from(t.val.slice(0, n) as number[]) };
-    if (m.type === 'Boolean') return { kind: 'Bool', ts, val: t.val.slice(0, n) as boolean[] };
-    return { kind: 'Str', ts, val: t.val.slice(0, n) as string[] };
   }
 
   // --- sessions ----------------------------------------------------------------------------
@@ -342,14 +300,14 @@ export class EdgeNode implements Part {
     this.timer = undefined;
     this.alive.clear();
     this.phase = 'offline';
-    this.state.flush(this.o.clock.now()).catch((err: unknown) => this.o.log.warn({ err }, 'mqtt: cannot store cursors'));
+    this.outbox.flush().catch((err: unknown) => this.o.log.warn({ err }, 'mqtt: cannot store cursors'));
     this.counters.failures++;
     this.lastError = why;
-    const failures = this.counters.failures;
     this.o.log.warn({ connector: this.cfg.name, code: ErrorCodes.MQTT_UNREACHABLE, err: why }, 'mqtt: broker unreachable; samples are kept and sent on reconnect');
     this.state.setError(why).catch(() => undefined);
-    const cap = Math.min(this.cfg.retryMaxMs, this.cfg.retryMinMs * 2 ** Math.min(Math.max(0, failures - 1), 30));
-    const delay = Math.round(cap / 2 + (this.random() * cap) / 2);
+    // The node never tells the outbox of a recovery: its reconnect delays grow with every failure
+    // since it started, as `failures` in its stats counts them.
+    const delay = this.outbox.failed(why);
     clearTimeout(this.reconnectTimer);
     this.reconnectTimer = setTimeout(() => {
       // The pass of the old session finishes (its publishes fail) before a new one starts.
@@ -440,7 +398,7 @@ export class EdgeNode implements Part {
     const s = this.session;
     if (s === null || s.closed || !s.connected || this.phase !== 'online') return;
     let more = false;
-    this.passAt = Date.now();
+    this.passAt = this.o.clock.now();
     try {
       more = await this.step(s);
     } catch (err) {
@@ -450,7 +408,7 @@ export class EdgeNode implements Part {
       this.failed(s, (err as Error).message);
       return;
     }
-    if (!s.closed) this.schedule(more ? 0 : Math.max(0, this.cfg.publishIntervalMs - (Date.now() - this.passAt)));
+    if (!s.closed) this.schedule(more ? 0 : Math.max(0, this.cfg.publishIntervalMs - (this.o.clock.now() - this.passAt)));
   }
 
   /** Publishes with the session's next seq; resolves on the broker's acknowledgement. */
@@ -520,21 +478,16 @@ export class EdgeNode implements Part {
       this.o.log.error({ connector: this.cfg.name, filter: this.cfg.filter, err: (e as Error).message }, 'mqtt: the filter does not parse; nothing is published');
       this.cat = { devices: new Map(), byPoint: new Map(), skipped: [] };
     }
-    for (const id of [...this.tails.keys()]) if (!this.cat.byPoint.has(id)) this.tails.delete(id);
+    this.outbox.keepTails((id) => this.cat.byPoint.has(id));
     for (const x of this.cat.skipped) this.o.log.warn({ connector: this.cfg.name, id: x.id, why: x.why }, 'mqtt: point not published');
-    const start: [string, number][] = [];
-    for (const m of this.cat.byPoint.values()) {
-      if (!m.his || this.state.cursor(m.pointId) > -Infinity) continue;
-      const end = this.o.history.stats(m.pointId).end;
-      if (end !== undefined) start.push([m.pointId, end]);
-    }
-    if (start.length > 0) await this.state.ack(start, this.state.info.lastAck ?? 0);
+    await this.outbox.startAtEnd(this.hisPoints());
   }
 
   /** One pass: births as needed, device deaths and rebirths, then data. True when more is waiting. */
   private async step(s: Session): Promise<boolean> {
     const c = this.cfg;
     const acks: Promise<unknown>[] = [];
+    await this.outbox.forgetDeleted();
     if (this.catDirty) {
       // Points came or went, or their names, units, kinds changed: a new NBIRTH and DBIRTHs
       // (Sparkplug births are the only place metric definitions are given).
@@ -580,9 +533,8 @@ export class EdgeNode implements Part {
   /** DDATA: historical backlog (oldest first, in batches), then live samples and changes. */
   private async data(s: Session, acks: Promise<unknown>[]): Promise<boolean> {
     const c = this.cfg;
-    const { history } = this.o;
     const now = this.o.clock.now();
-    const cursors: [string, number][] = [];
+    const sent: Sent[] = [];
     let more = false;
     // Per device: the metrics of live data, and the points with samples to send.
     const live = new Map<string, UMetric[]>();
@@ -590,96 +542,40 @@ export class EdgeNode implements Part {
     let budget = c.batchSamples * PASS_BUDGET_BATCHES;
     const dirty = [...this.dirty];
     this.dirty.clear();
-    // Points with samples after their cursor, or late ones before it (see SyncState.markLate),
-    // oldest first (as the REST uplink orders them).
-    const behind: { m: MetricDef; from: number; tail: Tail | undefined; late: Span | undefined }[] = [];
-    const lates: [string, number, number][] = [];
-    for (const m of this.cat.byPoint.values()) {
-      if (!m.his || !this.alive.has(m.device)) continue;
-      const late = this.state.late(m.pointId);
-      if (late !== undefined) {
-        behind.push({ m, from: late[0], tail: undefined, late });
-        continue;
-      }
-      const cursor = this.state.cursor(m.pointId);
-      const t = this.tails.get(m.pointId);
-      if (t?.known === true) {
-        let k = 0;
-        while (k < t.ts.length && (t.ts[k] as number) <= cursor) k++;
-        if (k < t.ts.length) behind.push({ m, from: t.ts[k] as number, tail: t, late: undefined });
-        continue;
-      }
-      const st = history.stats(m.pointId);
-      if (st.end === undefined || st.start === undefined || st.end <= cursor) {
-        // Nothing after the cursor: from now on the store's writes say what comes.
-        this.tails.set(m.pointId, { known: true, ts: [], val: [] });
-        continue;
-      }
-      behind.push({ m, from: Math.max(cursor + 1, st.start), tail: undefined, late: undefined });
-    }
-    behind.sort((a, b) => a.from - b.from);
-    // Points read from the store: from here every write the reads below may miss marks its point
-    // late. (A tail is what the store committed: taking it misses nothing; it is claimed once taken.)
-    await this.state.beginReads(
-      history,
-      behind.filter((b) => b.tail === undefined).map((b) => ({ id: b.m.pointId, late: b.late !== undefined })),
-    );
-    for (const { m, tail, late } of behind) {
+    // Points with samples after their cursor, or late ones before it, oldest first.
+    const behind = this.outbox.pending(this.hisPoints(true));
+    // From here every write the reads below may miss marks its point late.
+    await this.outbox.beginReads(behind);
+    for (const due of behind) {
       if (budget <= 0) {
         more = true;
         break;
       }
-      const cursor = this.state.cursor(m.pointId);
+      const m = this.cat.byPoint.get(due.id) as MetricDef;
       const max = Math.min(READ_MAX, budget);
-      let run: Run | null;
-      if (late !== undefined) {
-        // Late samples go as historical, up to the cursor (what is after it goes as usual).
-        run = await readAfter(history, m.pointId, late[0] - 1, max, Math.min(late[1], cursor));
-        if (run === null || run.ts.length === 0) {
-          lates.push([m.pointId, late[0], late[1]]);
+      const { run, full } = due.tail ? this.outbox.readTail(due, kindOf(m), max) : await this.outbox.read(due, kindOf(m), max);
+      if (full) more = true;
+      if (run === null) {
+        if (due.late !== undefined) {
+          sent.push(this.outbox.settled(due.id, due.late));
           more = true;
-          continue;
         }
-        if (run.ts.length >= max) more = true;
-      } else if (tail !== undefined) {
-        run = this.tailRun(m, tail, cursor, max);
-        if (run !== null && run.ts.length === max && tail.ts.length > max) more = true;
-      } else {
-        // Known from the start of the read: writes committed meanwhile are kept, and those the
-        // read also saw are dropped after it.
-        const t: Tail = { known: true, ts: [], val: [] };
-        this.tails.set(m.pointId, t);
-        run = await readAfter(history, m.pointId, cursor, max);
-        if (run !== null && run.ts.length >= max) {
-          t.known = false;
-          t.ts = [];
-          t.val = [];
-          more = true;
-        } else if (run !== null && run.ts.length > 0) {
-          const last = run.ts[run.ts.length - 1] as number;
-          let k = 0;
-          while (k < t.ts.length && (t.ts[k] as number) <= last) k++;
-          t.ts.splice(0, k);
-          t.val.splice(0, k);
-        }
+        continue;
       }
-      if (run === null || run.ts.length === 0) continue;
-      if (run.kind !== (m.type === 'Double' ? 'Number' : m.type === 'Boolean' ? 'Bool' : 'Str')) {
+      if (run.kind !== kindOf(m)) {
         this.o.log.warn({ connector: c.name, id: m.pointId, kind: run.kind }, 'mqtt: history of another kind than the point; skipped');
         continue;
       }
       budget -= run.ts.length;
-      const last = run.ts[run.ts.length - 1] as number;
+      sent.push(this.outbox.sent(due, run));
       let liveFrom = 0;
-      if (late !== undefined) {
+      if (due.late !== undefined) {
+        // Late samples go as historical, up to the cursor (what is after it goes as usual).
         liveFrom = run.ts.length;
-        lates.push([m.pointId, late[0], last]);
         more = true;
       } else {
         const b = this.boundary.get(m.pointId) ?? -Infinity;
         while (liveFrom < run.ts.length && (run.ts[liveFrom] as number) <= b) liveFrom++;
-        this.state.claim(m.pointId, last);
-        cursors.push([m.pointId, last]);
       }
       let list = pending.get(m.device);
       if (list === undefined) pending.set(m.device, (list = []));
@@ -745,20 +641,17 @@ export class EdgeNode implements Part {
     try {
       await Promise.all(acks);
     } catch (e) {
-      this.state.releaseClaims();
+      this.outbox.releaseClaims();
       throw e;
     }
-    // The cursors move before the claims go, so no write in between falls behind both unmarked.
-    if (cursors.length > 0) this.state.advance(cursors);
-    this.state.releaseClaims();
-    if (lates.length > 0) await this.state.ackSent(history, [], this.o.clock.now(), lates);
-    if (cursors.length > 0) {
+    await this.outbox.advance(sent);
+    if (sent.some((x) => x.late === null)) {
       const at = this.o.clock.now();
       // Draining a backlog (more to come): stored every pass, so a crash mid-drain sends at most
       // one pass again; live, every CURSOR_FLUSH_MS.
       if (more || at - this.flushedAt >= CURSOR_FLUSH_MS) {
         this.flushedAt = at;
-        await this.state.flush(at);
+        await this.outbox.flush();
       }
     }
     return more;
@@ -817,6 +710,11 @@ export class EdgeNode implements Part {
     }
   }
 
+  /** The points whose history is published (`alive`: of the devices born in this session). */
+  private *hisPoints(alive = false): Iterable<string> {
+    for (const m of this.cat.byPoint.values()) if (m.his && (!alive || this.alive.has(m.device))) yield m.pointId;
+  }
+
   // --- figures -------------------------------------------------------------------------------
 
   /** The edge node's figures (stats()), read at scrape time. */
@@ -835,15 +733,7 @@ export class EdgeNode implements Part {
   }
 
   stats(): EdgeNodeStats {
-    let backlogPoints = 0;
-    let backlogSamples = 0;
-    for (const m of this.cat.byPoint.values()) {
-      if (!m.his) continue;
-      const n = backlogEstimate(this.o.history.stats(m.pointId), this.state.cursor(m.pointId), this.state.lateSpans(m.pointId));
-      if (n === 0) continue;
-      backlogPoints++;
-      backlogSamples += n;
-    }
+    const backlog = this.outbox.backlog(this.hisPoints());
     return {
       name: this.cfg.name,
       url: this.cfg.url,
@@ -852,13 +742,18 @@ export class EdgeNode implements Part {
       devices: this.cat.devices.size,
       devicesAlive: this.alive.size,
       points: this.cat.byPoint.size,
-      backlogPoints,
-      backlogSamples,
+      backlogPoints: backlog.points,
+      backlogSamples: backlog.samples,
       ...this.counters,
       lastAck: this.state.info.lastAck,
       lastError: this.lastError,
     };
   }
+}
+
+/** The history kind of a metric's samples. */
+function kindOf(m: MetricDef): HisKind {
+  return m.type === 'Double' ? 'Number' : m.type === 'Boolean' ? 'Bool' : 'Str';
 }
 
 /** What the births say of the catalogue: when it changes, the node is born again. */
