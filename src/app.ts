@@ -302,6 +302,7 @@ export class App {
         await app.parts.start(app.edgeNode, app.metrics);
       }
       await app.parts.start({ name: 'http', start: () => app.listen(opts.config), stop: () => app.server.close() });
+      app.log.debug({ parts: app.parts.list().map((p) => p.name), events: app.wiring() }, 'parts started, and who listens to what');
     } catch (e) {
       await app.parts.stopAll();
       throw e;
