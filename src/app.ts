@@ -230,16 +230,13 @@ export class App {
       });
       const app = new App(config, log, { store, model, auth, history, points, writer, drivers, watches, server });
       app.metrics = metrics;
-      const withHistory: string[] = [];
       for (const id of history.points()) {
         // History of a point deleted while its history could not follow (a crash) goes now.
-        if (model.stored(id)?.has('point') === true) withHistory.push(id);
-        else app.dropHistory(id);
+        if (model.stored(id)?.has('point') !== true) app.dropHistory(id);
       }
-      // Points show their his tags, and cur points fed by hisWrite their newest sample, at once.
-      for (let i = 0; i < withHistory.length; i += 64) {
-        await Promise.all(withHistory.slice(i, i + 64).map((id) => points.refreshFromHistory(id)));
-      }
+      // Points show their his tags, and cur points fed by hisWrite their newest sample, at once;
+      // from now on point state hears every history write itself.
+      await points.start();
       if (auth.needsBootstrap()) app.bootstrap = await auth.bootstrap(opts.firstRun ?? {});
       else await auth.grantNewPermissions();
       return app;
@@ -359,6 +356,8 @@ export class App {
     this.writer.stop();
     this.watches.stop();
     this.auth.stop();
+    // Before history: it may still read back the newest sample after a delete.
+    await this.points.stop();
     await this.history.stop();
     await this.store.close();
   }

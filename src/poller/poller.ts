@@ -23,11 +23,16 @@
  * with exponential backoff (1 s doubling to 1 min, never faster than its poll time) and returns to
  * `ok` by itself when the device answers.
  *
+ * The rules of those tags (which status follows from what, the repeat check, a down connector
+ * taking its points down) are point state's (model/point-state.ts): the poller says what happened,
+ * `curOk`, `curErr`, `curStale`, `connStatus`.
+ *
  * Cost model (100 devices × 100 points a second on a small controller): per cycle one driver call
  * per bucket; a point's transient tags are set only when its value, status or error changed
- * (setTransient, watches and read-views are not touched by an unchanged reading).
+ * (point state's repeat check: setTransient, watches and read-views are not touched by an
+ * unchanged reading).
  */
-import { type Driver, type DriverConn, type PointRead, type PreparedPoint, type RawValue, configError } from '../drivers/driver.js';
+import { type Driver, type DriverConn, type PointRead, type PreparedPoint, configError } from '../drivers/driver.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import { durationTag } from '../drivers/tags.js';
 import { HNumber, HRef, type HDict } from '../haystack/values.js';
@@ -35,7 +40,7 @@ import type { Clock } from '../lib/clock.js';
 import { ErrorCodes, isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { Model, ModelChange } from '../model/model.js';
-import { POINT_KINDS_TEXT, type CurStatus, type CurTags, type PointState, pointKind, pointUnit } from '../model/point-state.js';
+import { POINT_KINDS_TEXT, type ConnStatus, type CurStatus, type PointState, driverOf, pointKind, pointUnit, writerOf } from '../model/point-state.js';
 import type { HisKind, HistoryStore } from '../store/history.js';
 import type { PointWriter } from '../model/point-writer.js';
 import { type Collecting, HisCollector, collectPlan } from './his-collector.js';
@@ -43,7 +48,7 @@ import { WriteQueue } from './write-queue.js';
 import { CovManager, DEFAULT_COV_LIFETIME_MS } from './cov.js';
 
 export type PointStatus = CurStatus;
-export type ConnStatus = 'ok' | 'down' | 'fault' | 'disabled';
+export type { ConnStatus };
 
 export const DEFAULT_POLL_MS = 10_000;
 export const MIN_STALE_MS = 30_000;
@@ -104,6 +109,7 @@ interface ConnState {
   closed: boolean;
   failures: number;
   retryAt: number;
+  /** Its last link status (a changed record keeps it until the next read). */
   status: ConnStatus | undefined;
   err: string | undefined;
 }
@@ -133,29 +139,10 @@ interface Polled {
   readonly unit: string | null;
   readonly pollMs: number;
   readonly collect: Collecting | undefined;
-  status: PointStatus | undefined;
-  raw: RawValue | undefined;
-  err: string | undefined;
 }
 
 function message(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
-}
-
-/** A read value as the point's kind holds it, or an error message. */
-function convert(kind: HisKind, v: RawValue): RawValue | { err: string } {
-  switch (kind) {
-    case 'Number':
-      if (typeof v === 'number') return v;
-      if (typeof v === 'boolean') return v ? 1 : 0;
-      return { err: `the device sent text ("${v.slice(0, 40)}") for a Number point` };
-    case 'Bool':
-      if (typeof v === 'boolean') return v;
-      if (typeof v === 'number') return v !== 0;
-      return { err: `the device sent text ("${v.slice(0, 40)}") for a Bool point` };
-    case 'Str':
-      return typeof v === 'string' ? v : String(v);
-  }
 }
 
 export class Poller {
@@ -203,14 +190,8 @@ export class Poller {
       writer === undefined
         ? undefined
         : new WriteQueue({ points: opts.points, writer, clock: opts.clock, log: opts.log, wake: (at) => this.wake(at), ...(opts.backoff ? { backoff: opts.backoff } : {}) });
-    // Collected history shows in hisSize/hisStart/hisEnd as hisWrite's does.
-    this.collector = new HisCollector({
-      history: opts.history,
-      log: opts.log,
-      onWritten: (ids) => {
-        for (const id of ids) this.state.hisWritten(id);
-      },
-    });
+    // Point state hears the collected history (his tags) as it hears hisWrite's.
+    this.collector = new HisCollector({ history: opts.history, log: opts.log });
     this.cov = new CovManager({
       clock: this.clock,
       log: this.log,
@@ -270,6 +251,7 @@ export class Poller {
     await this.writes?.stop();
     await this.collector.idle();
     await Promise.allSettled([...this.conns.values()].map((c) => this.closeConn(c)));
+    for (const id of this.points.keys()) this.state.curUnbind(id);
     this.conns.clear();
     this.points.clear();
     this.byConn.clear();
@@ -399,18 +381,11 @@ export class Poller {
 
   /** One point's outcome of a read (or a change-of-value notification) into its tags and history. */
   private apply(ps: Polled, r: PointRead | undefined, now: number): void {
-    if (r === undefined) {
-      this.publish(ps, 'fault', undefined, 'the driver returned no value for this point');
-    } else if ('val' in r) {
-      const v = convert(ps.kind, r.val);
-      if (typeof v === 'object') this.publish(ps, 'fault', undefined, v.err);
-      else {
-        this.publish(ps, 'ok', v, undefined);
-        if (ps.collect !== undefined) this.collector.offer(ps.collect, v, now);
-      }
-    } else {
-      this.publish(ps, r.err.code === ErrorCodes.DRIVER_DOWN ? 'down' : 'fault', undefined, r.err.message);
-    }
+    if (r === undefined) this.state.curFault(ps.id, 'the driver returned no value for this point');
+    else if ('val' in r) {
+      const v = this.state.curOk(ps.id, r.val);
+      if (v !== undefined && ps.collect !== undefined) this.collector.offer(ps.collect, v, now);
+    } else this.state.curErr(ps.id, r.err);
   }
 
   private connDown(cs: ConnState, e: unknown): void {
@@ -423,9 +398,6 @@ export class Poller {
     if (cs.failures === 1) this.log.warn({ connId: cs.id, err }, 'connector down');
     else this.log.debug({ connId: cs.id, err, failures: cs.failures, retryInMs: delay }, 'connector still down');
     this.publishConn(cs, 'down', err);
-    for (const ps of this.byConn.get(cs.id) ?? []) {
-      if (ps.conn === cs && ps.prepared !== undefined) this.publish(ps, 'down', undefined, err);
-    }
   }
 
   private connUp(cs: ConnState): void {
@@ -442,40 +414,17 @@ export class Poller {
 
   private makeStale(b: Bucket): void {
     b.stale = true;
-    for (const ps of b.points) {
-      if (ps.status === 'ok' && this.points.get(ps.id) === ps) this.publish(ps, 'stale', ps.raw, undefined);
-    }
+    for (const ps of b.points) if (this.points.get(ps.id) === ps) this.state.curStale(ps.id);
   }
 
   // -------------------------------------------------------------------------------------------
   // Publishing
 
-  private publish(ps: Polled, status: PointStatus, raw: RawValue | undefined, err: string | undefined): void {
-    const tags: CurTags = {};
-    let any = false;
-    if (ps.status !== status) {
-      tags.curStatus = status;
-      ps.status = status;
-      any = true;
-    }
-    if (!Object.is(ps.raw, raw)) {
-      tags.curVal = raw === undefined ? null : ps.kind === 'Number' ? new HNumber(raw as number, ps.unit) : raw;
-      ps.raw = raw;
-      any = true;
-    }
-    if (ps.err !== err) {
-      tags.curErr = err ?? null;
-      ps.err = err;
-      any = true;
-    }
-    if (any) this.state.setCur(ps.id, tags);
-  }
-
+  /** A connector's link status: point state shows it, and a down connector's points go down too. */
   private publishConn(cs: ConnState, status: ConnStatus, err: string | undefined): void {
-    if (cs.status === status && cs.err === err) return;
     cs.status = status;
     cs.err = err;
-    this.state.setConn(cs.id, status, err ?? null);
+    this.state.connStatus(cs.id, status, err ?? null);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -559,7 +508,7 @@ export class Poller {
       this.log.debug({ connId: id, driver: driver.name, problem }, old === undefined ? 'connector added' : 'connector changed');
     } else if (rec !== undefined && old !== undefined) {
       // No longer a connector (cannot happen through the model: the primary marker is fixed).
-      this.state.setConn(id, null, null);
+      this.state.connStatus(id, null, null);
     }
     // Its points follow: they poll through the new connection, or fault without one.
     for (const ps of [...(this.byConn.get(id) ?? [])]) this.upsertPoint(ps.id);
@@ -570,7 +519,7 @@ export class Poller {
   private upsertWrite(id: string): void {
     const writes = this.writes as WriteQueue;
     const rec = this.model.stored(id);
-    const driver = rec === undefined ? undefined : this.drivers.all().find((d) => d.writeTag !== undefined && rec.has(d.refTag) && rec.has(d.writeTag));
+    const driver = rec === undefined ? undefined : writerOf(this.drivers.all(), rec);
     const ref = driver === undefined ? undefined : rec?.get(driver.refTag);
     const cs = ref instanceof HRef ? this.conns.get(ref.id) : undefined;
     if (rec !== undefined && driver !== undefined && (cs === undefined || cs.driver !== driver)) {
@@ -597,7 +546,9 @@ export class Poller {
   private upsertPoint(id: string): void {
     const rec = this.model.stored(id);
     const old = this.points.get(id);
-    const driver = rec === undefined ? undefined : this.drivers.all().find((d) => rec.has(d.refTag) && rec.has(d.curTag));
+    // Fed by a driver (point state's rule), and read when it has that driver's read address.
+    const fed = rec === undefined ? undefined : driverOf(this.drivers.all(), rec);
+    const driver = fed !== undefined && rec?.has(fed.curTag) === true ? fed : undefined;
     if (rec === undefined || driver === undefined) {
       if (old === undefined) return;
       this.detach(old);
@@ -605,7 +556,8 @@ export class Poller {
       this.collector.forget(id);
       this.cov.remove(id);
       // No longer polled (its driver tags were removed): its driver-set tags go too.
-      if (rec !== undefined) this.state.setCur(id, { curVal: null, curStatus: null, curErr: null });
+      if (rec !== undefined) this.state.curRemove(id);
+      else this.state.curUnbind(id);
       return;
     }
     const ref = rec.get(driver.refTag);
@@ -659,9 +611,6 @@ export class Poller {
       unit,
       pollMs,
       collect,
-      status: old?.status,
-      raw: old?.raw,
-      err: old?.err,
     };
     this.points.set(id, ps);
     if (connId !== undefined) {
@@ -671,10 +620,8 @@ export class Poller {
     }
     if (cs !== undefined) this.dirty.add(cs);
     this.covOf(ps, cs);
-    if (problem !== undefined) this.publish(ps, problem.status, undefined, problem.err);
-    else if (old === undefined || old.status === 'fault' || old.status === 'disabled' || old.kind !== kind || old.unit !== unit) {
-      this.publish(ps, 'unknown', undefined, undefined);
-    }
+    if (problem !== undefined) this.state.curNotPolled(id, problem.status, problem.err);
+    else this.state.curPolled(id, connId as string, kind, unit);
   }
 
   /** Change of value for a point whose record or connector asks for it (and whose driver has it). */
