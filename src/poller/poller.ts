@@ -109,9 +109,6 @@ interface ConnState {
   closed: boolean;
   failures: number;
   retryAt: number;
-  /** Its last link status (a changed record keeps it until the next read). */
-  status: ConnStatus | undefined;
-  err: string | undefined;
 }
 
 interface Bucket {
@@ -135,8 +132,6 @@ interface Polled {
   readonly conn: ConnState | undefined;
   /** Undefined when the point is not polled (fault or disabled). */
   readonly prepared: PreparedPoint | undefined;
-  readonly kind: HisKind;
-  readonly unit: string | null;
   readonly pollMs: number;
   readonly collect: Collecting | undefined;
 }
@@ -397,7 +392,8 @@ export class Poller {
     cs.retryAt = this.clock.now() + delay;
     if (cs.failures === 1) this.log.warn({ connId: cs.id, err }, 'connector down');
     else this.log.debug({ connId: cs.id, err, failures: cs.failures, retryInMs: delay }, 'connector still down');
-    this.publishConn(cs, 'down', err);
+    // Point state takes its points down with it.
+    this.state.connStatus(cs.id, 'down', err);
   }
 
   private connUp(cs: ConnState): void {
@@ -409,22 +405,12 @@ export class Poller {
     }
     cs.failures = 0;
     cs.retryAt = 0;
-    this.publishConn(cs, 'ok', undefined);
+    this.state.connStatus(cs.id, 'ok', null);
   }
 
   private makeStale(b: Bucket): void {
     b.stale = true;
     for (const ps of b.points) if (this.points.get(ps.id) === ps) this.state.curStale(ps.id);
-  }
-
-  // -------------------------------------------------------------------------------------------
-  // Publishing
-
-  /** A connector's link status: point state shows it, and a down connector's points go down too. */
-  private publishConn(cs: ConnState, status: ConnStatus, err: string | undefined): void {
-    cs.status = status;
-    cs.err = err;
-    this.state.connStatus(cs.id, status, err ?? null);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -499,12 +485,10 @@ export class Poller {
         closed: false,
         failures: 0,
         retryAt: 0,
-        status: undefined,
-        err: undefined,
       };
       this.conns.set(id, cs);
-      if (problem !== undefined) this.publishConn(cs, problem.status, problem.err);
-      else if (old?.status !== undefined) this.publishConn(cs, old.status, old.err);
+      // Without a problem it keeps showing its last status until its next read.
+      if (problem !== undefined) this.state.connStatus(id, problem.status, problem.err ?? null);
       this.log.debug({ connId: id, driver: driver.name, problem }, old === undefined ? 'connector added' : 'connector changed');
     } else if (rec !== undefined && old !== undefined) {
       // No longer a connector (cannot happen through the model: the primary marker is fixed).
@@ -607,8 +591,6 @@ export class Poller {
       connId,
       conn: cs,
       prepared: problem === undefined ? prepared : undefined,
-      kind,
-      unit,
       pollMs,
       collect,
     };
