@@ -19,11 +19,14 @@
  *   of a cur point no driver feeds;
  * - the uplink: `setSync`; change of value and learning: `setCovErr`, `setLearnProgress`.
  *
- * The repeat check is here: a tag is passed on only when its value differs from what the point
- * shows, and the poll path (thousands of readings a second) compares before it allocates, so an
- * unchanged reading costs two Map lookups and no garbage. The tags live in the model's memory
- * (Model.setTransient): read and filters see them, nothing is written to disk per change, watches
- * hear of changes. Clients cannot set them: the model refuses them in createRec/updateRec.
+ * The repeat check of readings, connector and write status is here, against what the point shows
+ * (Model.liveTags, no copy of its own): only tags whose value differs are passed on, and the poll
+ * path (thousands of readings a second) compares before it allocates, so an unchanged reading
+ * costs two Map lookups and no garbage. (The model's setTransient still tells watches only of the
+ * tags that changed, for the rarer tags set as they come: his*, sync*.) The tags live in the
+ * model's memory (Model.setTransient): read and filters see them, nothing is written to disk per
+ * change, watches hear of changes. Clients cannot set them: the model refuses them in
+ * createRec/updateRec.
  */
 import { REL, type TimeZone, UTC, findTimeZone } from '../haystack/tz.js';
 import { HDateTime, HNumber, type HDict, type HVal } from '../haystack/values.js';

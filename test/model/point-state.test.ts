@@ -40,8 +40,17 @@ t.test('facts: kind, unit, zone, values', async (t) => {
 });
 
 
-/** A model, a history store and point state over a fresh LevelDB folder; `calls` counts setTransient. */
-async function world(t: Test): Promise<{ model: Model; history: HistoryStore; points: PointState; store: Store; calls: () => number; got: (id: string, tag: string) => HVal | undefined }> {
+interface World {
+  model: Model;
+  history: HistoryStore;
+  points: PointState;
+  /** How many times setTransient was called so far. */
+  calls: () => number;
+  got: (id: string, tag: string) => HVal | undefined;
+}
+
+/** A model, a history store and a started point state over a fresh LevelDB folder. */
+async function world(t: Test): Promise<World> {
   const store = await Store.open(tempDir(t));
   const clock = new ManualClock(T0);
   const model = await Model.load({ records: new RecordStore(store), clock });
@@ -72,7 +81,7 @@ async function world(t: Test): Promise<{ model: Model; history: HistoryStore; po
     d({ id: new HRef('wo'), point: MARKER, cur: MARKER, his: MARKER, writable: MARKER, kind: 'Number', modbusConnRef: new HRef('c1'), modbusWrite: 'holding:2' }),
     d({ id: new HRef('sp'), point: MARKER, writable: MARKER, kind: 'Number' }),
   ]);
-  return { model, history, points, store, calls: () => n, got: (id, tag) => model.get(id)?.get(tag) };
+  return { model, history, points, calls: () => n, got: (id, tag) => model.get(id)?.get(tag) };
 }
 
 t.test('fed by a driver and who owns writeStatus: one rule each, from the registered drivers', async (t) => {

@@ -10,7 +10,7 @@
  *
  * Each point also shows `hisSize`, `hisStart`, `hisEnd`, and a `cur` point without a driver takes a
  * written sample as its current value when it is newer than what it had: point state
- * (model/point-state.ts) sets those, told by these ops what they wrote.
+ * (model/point-state.ts) sets those: it hears every history write and delete from the store.
  */
 import type { HisColumnsWrite, HisKind, HisSample, HisSpan, HisWrite, HistoryStore } from '../../store/history.js';
 import { HisGrid } from '../../haystack/his-grid.js';
