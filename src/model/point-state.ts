@@ -19,10 +19,11 @@
  *   of a cur point no driver feeds;
  * - the uplink: `setSync`; change of value and learning: `setCovErr`, `setLearnProgress`.
  *
- * The repeat check of readings, connector and write status is here, against what the point shows
- * (Model.liveTags, no copy of its own): only tags whose value differs are passed on, and the poll
- * path (thousands of readings a second) compares before it allocates, so an unchanged reading
- * costs two Map lookups and no garbage. (The model's setTransient still tells watches only of the
+ * The repeat check of readings, connector and write status is here: only tags whose value differs
+ * from what the point shows are passed on. The poll path (thousands of readings a second)
+ * compares with what point state keeps per read point (Reading) before it allocates, so an
+ * unchanged reading costs one Map lookup and no garbage; the rest compares with the model's tags
+ * (Model.liveTags). (The model's setTransient still tells watches only of the
  * tags that changed, for the rarer tags set as they come: his*, sync*.) The tags live in the
  * model's memory (Model.setTransient): read and filters see them, nothing is written to disk per
  * change, watches hear of changes. Clients cannot set them: the model refuses them in
@@ -149,22 +150,25 @@ function convert(kind: PointKind, v: PointRaw): PointRaw | { err: string } {
   }
 }
 
-/** Whether a shown curVal is `raw` (undefined: none) in `unit`, without building the value. */
-function showsRaw(shown: HVal | undefined, raw: PointRaw | undefined, unit: string | null): boolean {
-  if (raw === undefined || shown === undefined) return raw === shown;
-  if (typeof raw === 'number') return shown instanceof HNumber && Object.is(shown.val, raw) && shown.unit === unit;
-  return shown === raw;
-}
-
 /** Leaves curVal as it is (a stale point keeps its last value). */
 const KEEP = Symbol('keep');
+/** A shown curVal that no reading equals (a Number in another unit, a value of no point kind). */
+const OTHER = Symbol('other');
 
-/** A point a driver reads: through which connector, as which kind, in which unit. */
+/**
+ * A point a driver reads: through which connector, as which kind, in which unit, and what it
+ * shows (Haxall's ConnPointCurState): the repeat check compares with these fields, so an
+ * unchanged reading costs no lookup in the model's tags. Taken from the tags when bound, kept by
+ * showCur; setCur, the one other writer of a read point's cur tags, takes them again.
+ */
 interface Reading {
   readonly id: string;
   readonly connId: string;
   readonly kind: PointKind;
   readonly unit: string | null;
+  status: CurStatus | undefined;
+  raw: PointRaw | undefined | typeof OTHER;
+  err: string | undefined;
 }
 
 export interface PointStateOptions {
@@ -240,20 +244,21 @@ export class PointState {
     const old = this.readings.get(id);
     if (old !== undefined && old.connId === connId && old.kind === kind && old.unit === unit) return;
     if (old !== undefined) this.unbind(old);
-    const r: Reading = { id, connId, kind, unit };
+    const r: Reading = { id, connId, kind, unit, status: undefined, raw: undefined, err: undefined };
+    this.shown(r);
     this.readings.set(id, r);
     let s = this.byConn.get(connId);
     if (s === undefined) this.byConn.set(connId, (s = new Set()));
     s.add(r);
-    const status = this.model.liveTags(id)?.curStatus;
     const sameReading = old !== undefined && old.kind === kind && old.unit === unit;
-    if (!sameReading || status === undefined || status === 'fault' || status === 'disabled') this.showCur(id, 'unknown', undefined, null, undefined);
+    if (!sameReading || r.status === undefined || r.status === 'fault' || r.status === 'disabled') this.showCur(r, 'unknown', undefined, undefined);
   }
 
   /** A driver's point that is not read: its configuration is at fault (`err`), or it is disabled. */
   curNotPolled(id: string, status: 'fault' | 'disabled', err: string | undefined): void {
     this.curUnbind(id);
-    this.showCur(id, status, undefined, null, err);
+    // Not on the poll path: the model's setTransient drops what is unchanged.
+    this.model.setTransient(id, { curStatus: status, curVal: null, curErr: err ?? null });
   }
 
   /** The point is no longer a driver's: its cur tags go (its record remains). */
@@ -278,45 +283,68 @@ export class PointState {
     if (r === undefined) return undefined;
     const v = convert(r.kind, raw);
     if (typeof v === 'object') {
-      this.showCur(id, 'fault', undefined, null, v.err);
+      this.showCur(r, 'fault', undefined, v.err);
       return undefined;
     }
-    this.showCur(id, 'ok', v, r.unit, undefined);
+    this.showCur(r, 'ok', v, undefined);
     return v;
   }
 
   /** A read that failed for this point: `down` when the device or link did not answer, else `fault`. */
   curErr(id: string, err: { readonly code: string; readonly message: string }): void {
-    this.showCur(id, err.code === ErrorCodes.DRIVER_DOWN ? 'down' : 'fault', undefined, null, err.message);
+    const r = this.readings.get(id);
+    if (r !== undefined) this.showCur(r, err.code === ErrorCodes.DRIVER_DOWN ? 'down' : 'fault', undefined, err.message);
   }
 
   /** The point is at fault for this read (the driver returned nothing or nothing usable for it). */
   curFault(id: string, err: string): void {
-    this.showCur(id, 'fault', undefined, null, err);
+    const r = this.readings.get(id);
+    if (r !== undefined) this.showCur(r, 'fault', undefined, err);
   }
 
   /** No fresh value came within the stale time: an `ok` point becomes `stale` and keeps its curVal. */
   curStale(id: string): void {
-    if (this.model.liveTags(id)?.curStatus === 'ok') this.showCur(id, 'stale', KEEP, null, undefined);
+    const r = this.readings.get(id);
+    if (r?.status === 'ok') this.showCur(r, 'stale', KEEP, undefined);
   }
 
   /** Sets a point's cur tags as given, without rules: for a source point state has no rules for (tests, simulations). */
   setCur(id: string, tags: CurTags): void {
     this.model.setTransient(id, tags as Record<string, HVal>);
+    const r = this.readings.get(id);
+    if (r !== undefined) this.shown(r);
   }
 
   /** Shows status, value and error, passing on only the tags that differ from what the point shows. */
-  private showCur(id: string, status: CurStatus, raw: PointRaw | undefined | typeof KEEP, unit: string | null, err: string | undefined): void {
-    const live = this.model.liveTags(id);
-    const sameStatus = live?.curStatus === status;
-    const sameVal = raw === KEEP || showsRaw(live?.curVal, raw, unit);
-    const sameErr = live?.curErr === err;
+  private showCur(r: Reading, status: CurStatus, raw: PointRaw | undefined | typeof KEEP, err: string | undefined): void {
+    const sameStatus = r.status === status;
+    const sameVal = raw === KEEP || Object.is(r.raw, raw);
+    const sameErr = r.err === err;
     if (sameStatus && sameVal && sameErr) return;
     const tags: CurTags = {};
-    if (!sameStatus) tags.curStatus = status;
-    if (!sameVal) tags.curVal = raw === undefined ? null : typeof raw === 'number' ? new HNumber(raw, unit) : raw;
-    if (!sameErr) tags.curErr = err ?? null;
-    this.model.setTransient(id, tags as Record<string, HVal>);
+    if (!sameStatus) tags.curStatus = r.status = status;
+    if (!sameVal) {
+      tags.curVal = raw === undefined ? null : typeof raw === 'number' ? new HNumber(raw, r.unit) : raw;
+      r.raw = raw;
+    }
+    if (!sameErr) {
+      tags.curErr = err ?? null;
+      r.err = err;
+    }
+    this.model.setTransient(r.id, tags as Record<string, HVal>);
+  }
+
+  /** Takes what a read point shows from its tags (when bound, and after setCur). */
+  private shown(r: Reading): void {
+    const live = this.model.liveTags(r.id);
+    const status = live?.curStatus;
+    const val = live?.curVal;
+    const err = live?.curErr;
+    r.status = typeof status === 'string' ? (status as CurStatus) : undefined;
+    r.err = typeof err === 'string' ? err : undefined;
+    if (val === undefined) r.raw = undefined;
+    else if (val instanceof HNumber) r.raw = val.unit === r.unit ? val.val : OTHER;
+    else r.raw = typeof val === 'boolean' || typeof val === 'string' ? val : OTHER;
   }
 
   private unbind(r: Reading): void {
@@ -340,7 +368,7 @@ export class PointState {
       this.model.setTransient(connId, { connStatus: status, connErr: e });
     }
     if (status !== 'down') return;
-    for (const r of this.byConn.get(connId) ?? []) this.showCur(r.id, 'down', undefined, null, err ?? undefined);
+    for (const r of this.byConn.get(connId) ?? []) this.showCur(r, 'down', undefined, err ?? undefined);
   }
 
   /**

@@ -242,7 +242,7 @@ t.test('the repeat check: an unchanged reading does not reach the model', async 
   // Someone else set the tags (a test, as a driver would): the check compares with what shows.
   points.setCur('mb', { curVal: HNumber.of(1, 'kW') });
   points.curOk('mb', Number.NaN);
-  t.ok(Number.isNaN((model.get('mb')?.get('curVal') as HNumber).val), 'the check reads the shown tags, not a copy of its own');
+  t.ok(Number.isNaN((model.get('mb')?.get('curVal') as HNumber).val), 'after setCur the check compares with what it set, not with the reading before');
 
   points.connStatus('c1', 'ok', null);
   const k = calls();
