@@ -185,8 +185,9 @@ export class PointState {
   /** Points a driver reads, by id and by connector (a down connector takes them down). */
   private readonly readings = new Map<string, Reading>();
   private readonly byConn = new Map<string, Set<Reading>>();
-  /** Re-reads of the newest sample after a history delete, still running. */
+  /** Re-reads of the newest sample after a history delete, still running, and the first that failed. */
   private readonly refreshing = new Set<Promise<void>>();
+  private refreshFailed: { err: unknown } | undefined;
   private unlisten: (() => void) | undefined;
 
   constructor(opts: PointStateOptions) {
@@ -209,16 +210,20 @@ export class PointState {
   async stop(): Promise<void> {
     this.unlisten?.();
     this.unlisten = undefined;
-    await this.settled();
+    // A read-back that failed no longer matters: the tags go with the process.
+    await this.settled().catch(() => undefined);
   }
 
   /**
    * Resolves once what point state does in answer to the history changes so far shows (after a
    * delete, the newest sample left is read back). For a caller that answers only once the tags
-   * follow its change (hisDelete).
+   * follow its change (hisDelete); it gets the error of a read-back that failed since.
    */
   async settled(): Promise<void> {
-    while (this.refreshing.size > 0) await Promise.allSettled([...this.refreshing]);
+    while (this.refreshing.size > 0) await Promise.all([...this.refreshing]);
+    const failed = this.refreshFailed;
+    this.refreshFailed = undefined;
+    if (failed !== undefined) throw failed.err;
   }
 
   /** Whether a driver feeds the point (driverOf): it then owns curVal. */
@@ -449,7 +454,9 @@ export class PointState {
    */
   private heard(id: string, kind: HisKind, written: { readonly ts: readonly number[]; readonly val: readonly HisValue[] } | null): void {
     if (written === null) {
-      const p = this.refreshFromHistory(id).finally(() => this.refreshing.delete(p));
+      const p = this.refreshFromHistory(id)
+        .catch((err: unknown) => void (this.refreshFailed ??= { err }))
+        .finally(() => this.refreshing.delete(p));
       this.refreshing.add(p);
       return;
     }

@@ -138,6 +138,15 @@ t.test('history: his tags and curVal follow every write and delete without anyon
   t.equal(model.stored('mb')?.get('hisSize'), undefined, 'live tags never reach the stored record');
 
   t.same(got('mb', 'hisEnd'), new HDateTime(T0 + 60_000, REL), 'a point without tz: his tags in Rel');
+
+  // A read-back that fails reaches whoever waits for it (hisDelete answers with the error).
+  const last = history.last.bind(history);
+  history.last = () => Promise.reject(new Error('disk gone'));
+  await history.writeMany([{ pointId: 'free', kind: 'Number', samples: [{ ts: T0, val: 5 }, { ts: T0 + 1000, val: 6 }] }]);
+  await history.delete('free', T0 + 1000, T0 + 1001);
+  await t.rejects(points.settled(), { message: 'disk gone' });
+  history.last = last;
+  await t.resolves(points.settled(), 'told once');
 });
 
 t.test('start shows the history already there; stop stops hearing', async (t) => {
