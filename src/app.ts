@@ -199,7 +199,6 @@ export class App {
       await parts.start(history, metrics);
       await parts.start({ name: 'drivers', stop: () => drivers.close() });
       const points = new PointState({ model, history, drivers: drivers.tags() });
-      await parts.start({ name: 'points', metrics: (m) => points.metrics(m) }, metrics);
       await parts.start(historyFollowsPoints(model, history, log));
       const writer = new PointWriter({ model, points, store: new WriteStore(store), clock, log });
       // Timed overrides that ended while stopped are relinquished before anything reads them.
@@ -257,16 +256,13 @@ export class App {
         groups: [pushGroup({ auth, watches, log, metrics }), graphqlGroup({ model, history, clock }), adminRoutes(auth), consoleRoutes(consoleFiles(consoleDir()))],
       });
       const app = new App(config, log, { store, model, events, auth, history, points, writer, watches, metrics, server, drivers, parts });
-      const withHistory: string[] = [];
       for (const id of history.points()) {
         // History of a point deleted while its history could not follow (a crash) goes now.
-        if (model.stored(id)?.has('point') === true) withHistory.push(id);
-        else dropHistory(history, id, log);
+        if (model.stored(id)?.has('point') !== true) dropHistory(history, id, log);
       }
-      // Points show their his tags, and cur points fed by hisWrite their newest sample, at once.
-      for (let i = 0; i < withHistory.length; i += 64) {
-        await Promise.all(withHistory.slice(i, i + 64).map((id) => points.refreshFromHistory(id)));
-      }
+      // Points show their his tags, and cur points fed by hisWrite their newest sample, at once;
+      // from now on point state hears every history write itself.
+      await parts.start(points, metrics);
       if (auth.needsBootstrap()) app.bootstrap = await auth.bootstrap(opts.firstRun ?? {});
       else await auth.grantNewPermissions();
       return app;

@@ -387,6 +387,14 @@ export class Model {
   }
 
   /**
+   * A record's live tags as they are now (undefined: none), for point state's repeat check. Read
+   * only: it is the model's own object, not a copy, so the poll path allocates nothing to look.
+   */
+  liveTags(id: string): Readonly<Record<string, HVal>> | undefined {
+    return this.transient.get(id);
+  }
+
+  /**
    * Sets live tags of a record (null removes one). Point state (point-state.ts) is the one
    * caller in the app; tests of watches use it as a driver would.
    */

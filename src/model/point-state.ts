@@ -1,27 +1,41 @@
 /**
- * Point state: the one owner of a point's live tags (live-tags.ts) and of the facts every part
- * reads the same way (its kind, its unit, its zone, whether a driver feeds it).
+ * Point state: the one owner of a point's live tags (live-tags.ts), of the rules that set them,
+ * and of the facts every part reads the same way (its kind, its unit, its zone, whether a driver
+ * feeds it).
  *
- * Who calls what (Haxall keeps this in the point's ConnPoint, updateCurOk/updateCurErr; here it
- * is one service built by the composition root):
- * - the poller: `setCur` with a reading, `setConn` with a connector's link, `setPolled` after
- *   each read of a connector, `hisWritten` after collecting history;
- * - the history ops: `hisWritten` after hisWrite (a point without a driver takes its newest
- *   sample as curVal), `refreshFromHistory` after hisDelete and at start;
- * - the uplink: `setSync`;
- * - the point writer (point-writer.ts): `setWrite` with the effective value of the priority
- *   array; the poller: `setWrite` with how writing it to the device went.
- * - change of value and learning: `setCovErr` (why a point fell back to polling), and
- *   `setLearnProgress` on a connector while a learn runs.
+ * Callers say what happened; point state decides what the tags become (Haxall keeps these rules in
+ * the point's ConnPoint and ConnPointCurState; here it is one service built by the composition
+ * root):
+ * - the poller: `curPolled` when a driver reads a point (and `curNotPolled`, `curRemove`,
+ *   `curUnbind` when it stops), then per read `curOk`, `curErr`, `curFault`, `curStale`;
+ *   `connStatus` for a connector's link (a down connector takes its points down with it) and
+ *   `setPolled` after each read of a connector;
+ * - the point writer (point-writer.ts): `writeValue` with the effective value of the priority
+ *   array, `writeRemove` when a point stops being writable; the write queue: `writeResult` with
+ *   how writing it to the device went, `writeReleased` when no driver writes it any more. Who
+ *   owns writeStatus is `writerOf`, decided here only;
+ * - nobody for history: point state hears every committed history write and delete
+ *   (HistoryStore.onWritten, subscribed in `start`) and sets hisSize/hisStart/hisEnd, and curVal
+ *   of a cur point no driver feeds;
+ * - the uplink: `setSync`; change of value and learning: `setCovErr`, `setLearnProgress`.
  *
- * The tags live in the model's memory (Model.setTransient): read and filters see them, nothing
- * is written to disk per change, watches hear of changes. Clients cannot set them: the model
- * refuses them in createRec/updateRec.
+ * The repeat check of readings, connector and write status is here: only tags whose value differs
+ * from what the point shows are passed on. The poll path (thousands of readings a second)
+ * compares with what point state keeps per read point (Reading) before it allocates, so an
+ * unchanged reading costs one Map lookup and no garbage; the rest compares with the model's tags
+ * (Model.liveTags). (The model's setTransient still tells watches only of the
+ * tags that changed, for the rarer tags set as they come: his*, sync*.) The tags live in the
+ * model's memory (Model.setTransient): read and filters see them, nothing is written to disk per
+ * change, watches hear of changes. Clients cannot set them: the model refuses them in
+ * createRec/updateRec.
  */
 import { REL, type TimeZone, UTC, findTimeZone } from '../haystack/tz.js';
 import { HDateTime, HNumber, type HDict, type HVal } from '../haystack/values.js';
+import { ErrorCodes } from '../lib/errors.js';
+import type { HisValue } from '../store/his-codec.js';
 import type { HisKind, HistoryStore } from '../store/history.js';
 import type { Metrics } from '../lib/metrics.js';
+import type { Part } from '../lib/part.js';
 import type { Model } from './model.js';
 
 /** The kinds a point may have (what history, drivers and writes can hold). */
@@ -93,6 +107,72 @@ export interface DriverTags {
   readonly writeTag?: string;
 }
 
+/**
+ * The driver that feeds a point: the one whose connector the point names (its Ref tag; drivers'
+ * Ref tags are distinct, registry.ts). The one rule for "fed by a driver": such a point's curVal,
+ * curStatus and curErr are the driver's (the poller reads it when it also has the driver's read
+ * address; without one it is write-only and has no curVal), never its history's. A cur point fed
+ * by none takes its newest history sample as curVal.
+ */
+export function driverOf<D extends DriverTags>(drivers: readonly D[], rec: HDict): D | undefined {
+  for (const d of drivers) if (rec.has(d.refTag)) return d;
+  return undefined;
+}
+
+/**
+ * The driver that writes a point: its driver (driverOf), when the point has that driver's write
+ * address. It owns the point's writeStatus and writeErr (the write queue reports how the device
+ * took the value); without one, the point writer's value is all there is and writeStatus follows
+ * it. The one rule for who owns writeStatus.
+ */
+export function writerOf<D extends DriverTags>(drivers: readonly D[], rec: HDict): D | undefined {
+  const d = driverOf(drivers, rec);
+  return d?.writeTag !== undefined && rec.has(d.writeTag) ? d : undefined;
+}
+
+/** A connector's link status (connStatus). */
+export type ConnStatus = 'ok' | 'down' | 'fault' | 'disabled';
+
+/** A value as a point of a kind holds it, before it is a Haystack value: what drivers read. */
+export type PointRaw = HisValue;
+
+/** A read value as the point's kind holds it, or why it cannot be (the point faults). */
+function convert(kind: PointKind, v: PointRaw): PointRaw | { err: string } {
+  switch (kind) {
+    case 'Number':
+      if (typeof v === 'number') return v;
+      if (typeof v === 'boolean') return v ? 1 : 0;
+      return { err: `the device sent text ("${v.slice(0, 40)}") for a Number point` };
+    case 'Bool':
+      if (typeof v === 'boolean') return v;
+      if (typeof v === 'number') return v !== 0;
+      return { err: `the device sent text ("${v.slice(0, 40)}") for a Bool point` };
+    case 'Str':
+      return typeof v === 'string' ? v : String(v);
+  }
+}
+
+/** Leaves curVal as it is (a stale point keeps its last value). */
+const KEEP = Symbol('keep');
+/** A shown curVal that no reading equals (a Number in another unit, a value of no point kind). */
+const OTHER = Symbol('other');
+
+/**
+ * A point a driver reads: through which connector, as which kind, in which unit, and what it
+ * shows (Haxall's ConnPointCurState): the repeat check compares with these fields, so an
+ * unchanged reading costs no lookup in the model's tags. Taken from the tags when bound, kept by
+ * showCur; setCur, the one other writer of a read point's cur tags, takes them again.
+ */
+interface Reading {
+  readonly id: string;
+  readonly connId: string;
+  readonly kind: PointKind;
+  readonly unit: string | null;
+  status: CurStatus | undefined;
+  raw: PointRaw | undefined | typeof OTHER;
+  err: string | undefined;
+}
+
 export interface PointStateOptions {
   model: Model;
   history: HistoryStore;
@@ -100,10 +180,17 @@ export interface PointStateOptions {
   drivers: readonly DriverTags[];
 }
 
-export class PointState {
+export class PointState implements Part {
+  readonly name = 'points';
   private readonly model: Model;
   private readonly history: HistoryStore;
   private readonly drivers: readonly DriverTags[];
+  /** Points a driver reads, by id and by connector (a down connector takes them down). */
+  private readonly readings = new Map<string, Reading>();
+  private readonly byConn = new Map<string, Set<Reading>>();
+  /** Re-reads of the newest sample after a history delete, still running, and the first that failed. */
+  private readonly refreshing = new Set<Promise<void>>();
+  private refreshFailed: { err: unknown } | undefined;
 
   constructor(opts: PointStateOptions) {
     this.model = opts.model;
@@ -111,32 +198,184 @@ export class PointState {
     this.drivers = [...opts.drivers];
   }
 
-  /** Whether a driver reads the point (it names a driver's connector): it then owns curVal. */
-  fedByDriver(rec: HDict): boolean {
-    return this.drivers.some((d) => rec.has(d.refTag));
+  /**
+   * Starts hearing history writes and deletes, and shows every point's history as it is now: the
+   * his tags, and for a cur point no driver feeds its newest sample as curVal.
+   */
+  async start(): Promise<void> {
+    this.history.events.off(this);
+    this.history.events.on('his.written', this, (id, kind, written) => this.heard(id, kind, written));
+    const ids = this.history.points().filter((id) => this.model.stored(id)?.has('point') === true);
+    for (let i = 0; i < ids.length; i += 64) await Promise.all(ids.slice(i, i + 64).map((id) => this.refreshFromHistory(id)));
+  }
+
+  /** Stops hearing history; waits for the re-reads still running. */
+  async stop(): Promise<void> {
+    this.history.events.off(this);
+    // A read-back that failed no longer matters: the tags go with the process.
+    await this.settled().catch(() => undefined);
   }
 
   /**
-   * Whether a driver writes the point (its connector Ref and that driver's write address): the
-   * poller then owns writeStatus and writeErr.
+   * Resolves once what point state does in answer to the history changes so far shows (after a
+   * delete, the newest sample left is read back). For a caller that answers only once the tags
+   * follow its change (hisDelete); it gets the error of a read-back that failed since.
    */
+  async settled(): Promise<void> {
+    while (this.refreshing.size > 0) await Promise.all([...this.refreshing]);
+    const failed = this.refreshFailed;
+    this.refreshFailed = undefined;
+    if (failed !== undefined) throw failed.err;
+  }
+
+  /** Whether a driver feeds the point (driverOf): it then owns curVal. */
+  fedByDriver(rec: HDict): boolean {
+    return driverOf(this.drivers, rec) !== undefined;
+  }
+
+  /** Whether a driver writes the point (writerOf): the write queue then owns writeStatus and writeErr. */
   writtenByDriver(rec: HDict): boolean {
-    return this.drivers.some((d) => d.writeTag !== undefined && rec.has(d.refTag) && rec.has(d.writeTag));
+    return writerOf(this.drivers, rec) !== undefined;
   }
 
-  /** A cur point without a driver: hisWrite's newest sample is its current value. */
-  private takesCurFromHistory(rec: HDict): boolean {
-    return rec.has('cur') && !this.fedByDriver(rec);
+  // -------------------------------------------------------------------------------------------
+  // cur*: a driver's readings
+
+  /**
+   * A driver reads the point through connector `connId`, as `kind` in `unit`. It shows `unknown`
+   * (no curVal) until the first read, unless it already shows a reading of that kind and unit
+   * (its record changed in other tags): a point that was not read, or is read differently now,
+   * has no value yet.
+   */
+  curPolled(id: string, connId: string, kind: PointKind, unit: string | null): void {
+    const old = this.readings.get(id);
+    if (old !== undefined && old.connId === connId && old.kind === kind && old.unit === unit) return;
+    if (old !== undefined) this.unbind(old);
+    const r: Reading = { id, connId, kind, unit, status: undefined, raw: undefined, err: undefined };
+    this.shown(r);
+    this.readings.set(id, r);
+    let s = this.byConn.get(connId);
+    if (s === undefined) this.byConn.set(connId, (s = new Set()));
+    s.add(r);
+    const sameReading = old !== undefined && old.kind === kind && old.unit === unit;
+    if (!sameReading || r.status === undefined || r.status === 'fault' || r.status === 'disabled') this.showCur(r, 'unknown', undefined, undefined);
   }
 
-  /** Sets a point's reading (the poller's hot path: pass only what changed). */
+  /** A driver's point that is not read: its configuration is at fault (`err`), or it is disabled. */
+  curNotPolled(id: string, status: 'fault' | 'disabled', err: string | undefined): void {
+    this.curUnbind(id);
+    // Not on the poll path: the model's setTransient drops what is unchanged.
+    this.model.setTransient(id, { curStatus: status, curVal: null, curErr: err ?? null });
+  }
+
+  /** The point is no longer a driver's: its cur tags go (its record remains). */
+  curRemove(id: string): void {
+    this.curUnbind(id);
+    this.model.setTransient(id, { curVal: null, curStatus: null, curErr: null });
+  }
+
+  /** The driver stops reading the point (the poller stops); its tags stay as they are. */
+  curUnbind(id: string): void {
+    const r = this.readings.get(id);
+    if (r !== undefined) this.unbind(r);
+  }
+
+  /**
+   * A read value: `ok` with it as curVal, once converted to the point's kind (a value the kind
+   * cannot hold faults the point). Returns the value as the point holds it, for its history, or
+   * undefined when the point faulted or is not read by a driver.
+   */
+  curOk(id: string, raw: PointRaw): PointRaw | undefined {
+    const r = this.readings.get(id);
+    if (r === undefined) return undefined;
+    const v = convert(r.kind, raw);
+    if (typeof v === 'object') {
+      this.showCur(r, 'fault', undefined, v.err);
+      return undefined;
+    }
+    this.showCur(r, 'ok', v, undefined);
+    return v;
+  }
+
+  /** A read that failed for this point: `down` when the device or link did not answer, else `fault`. */
+  curErr(id: string, err: { readonly code: string; readonly message: string }): void {
+    const r = this.readings.get(id);
+    if (r !== undefined) this.showCur(r, err.code === ErrorCodes.DRIVER_DOWN ? 'down' : 'fault', undefined, err.message);
+  }
+
+  /** The point is at fault for this read (the driver returned nothing or nothing usable for it). */
+  curFault(id: string, err: string): void {
+    const r = this.readings.get(id);
+    if (r !== undefined) this.showCur(r, 'fault', undefined, err);
+  }
+
+  /** No fresh value came within the stale time: an `ok` point becomes `stale` and keeps its curVal. */
+  curStale(id: string): void {
+    const r = this.readings.get(id);
+    if (r?.status === 'ok') this.showCur(r, 'stale', KEEP, undefined);
+  }
+
+  /** Sets a point's cur tags as given, without rules: for a source point state has no rules for (tests, simulations). */
   setCur(id: string, tags: CurTags): void {
     this.model.setTransient(id, tags as Record<string, HVal>);
+    const r = this.readings.get(id);
+    if (r !== undefined) this.shown(r);
   }
 
-  /** Sets a connector's link status; null status removes both tags. */
-  setConn(id: string, status: string | null, err: string | null): void {
-    this.model.setTransient(id, { connStatus: status, connErr: status === null ? null : err });
+  /** Shows status, value and error, passing on only the tags that differ from what the point shows. */
+  private showCur(r: Reading, status: CurStatus, raw: PointRaw | undefined | typeof KEEP, err: string | undefined): void {
+    const sameStatus = r.status === status;
+    const sameVal = raw === KEEP || Object.is(r.raw, raw);
+    const sameErr = r.err === err;
+    if (sameStatus && sameVal && sameErr) return;
+    const tags: CurTags = {};
+    if (!sameStatus) tags.curStatus = r.status = status;
+    if (!sameVal) {
+      tags.curVal = raw === undefined ? null : typeof raw === 'number' ? new HNumber(raw, r.unit) : raw;
+      r.raw = raw;
+    }
+    if (!sameErr) {
+      tags.curErr = err ?? null;
+      r.err = err;
+    }
+    this.model.setTransient(r.id, tags as Record<string, HVal>);
+  }
+
+  /** Takes what a read point shows from its tags (when bound, and after setCur). */
+  private shown(r: Reading): void {
+    const live = this.model.liveTags(r.id);
+    const status = live?.curStatus;
+    const val = live?.curVal;
+    const err = live?.curErr;
+    r.status = typeof status === 'string' ? (status as CurStatus) : undefined;
+    r.err = typeof err === 'string' ? err : undefined;
+    if (val === undefined) r.raw = undefined;
+    else if (val instanceof HNumber) r.raw = val.unit === r.unit ? val.val : OTHER;
+    else r.raw = typeof val === 'boolean' || typeof val === 'string' ? val : OTHER;
+  }
+
+  private unbind(r: Reading): void {
+    this.readings.delete(r.id);
+    const s = this.byConn.get(r.connId);
+    s?.delete(r);
+    if (s?.size === 0) this.byConn.delete(r.connId);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // conn*: a connector's link
+
+  /**
+   * A connector's link status; null removes both tags. A `down` connector takes every point read
+   * through it down with the same error (they return to `ok` with their next value).
+   */
+  connStatus(connId: string, status: ConnStatus | null, err: string | null): void {
+    const live = this.model.liveTags(connId);
+    const e = status === null ? null : err;
+    if (live?.connStatus !== (status ?? undefined) || live?.connErr !== (e ?? undefined)) {
+      this.model.setTransient(connId, { connStatus: status, connErr: e });
+    }
+    if (status !== 'down') return;
+    for (const r of this.byConn.get(connId) ?? []) this.showCur(r, 'down', undefined, err ?? undefined);
   }
 
   /**
@@ -152,10 +391,44 @@ export class PointState {
     this.model.setTransient(connId, answered ? { connLastPoll: t, connLastOk: t } : { connLastPoll: t });
   }
 
-  /** Sets a point's write state (the point writer: writeVal/writeLevel; the poller: writeStatus/writeErr). */
-  setWrite(id: string, tags: WriteTags): void {
+  // -------------------------------------------------------------------------------------------
+  // write*: the priority array and the device
+
+  /**
+   * The point writer's effective value and level (writeVal, writeLevel). A point no driver writes
+   * (writerOf) holds its value here, so nothing can fail: its writeStatus is `ok` (`disabled` when
+   * disabled). A driven point's writeStatus is the write queue's (writeResult).
+   */
+  writeValue(id: string, val: HVal | null, level: number): void {
+    const rec = this.model.stored(id);
+    if (rec === undefined) return;
+    const tags: WriteTags = { writeVal: val, writeLevel: new HNumber(level) };
+    if (!this.writtenByDriver(rec)) {
+      tags.writeStatus = rec.has('disabled') ? 'disabled' : 'ok';
+      tags.writeErr = null;
+    }
     this.model.setTransient(id, tags as Record<string, HVal>);
   }
+
+  /** The point is no longer writable: its write tags go. */
+  writeRemove(id: string): void {
+    this.model.setTransient(id, { writeVal: null, writeLevel: null, writeStatus: null, writeErr: null });
+  }
+
+  /** How writing the effective value to the device went (the write queue): writeStatus and writeErr. */
+  writeResult(id: string, status: WriteStatus, err: string | undefined): void {
+    const live = this.model.liveTags(id);
+    if (live?.writeStatus === status && live.writeErr === err) return;
+    this.model.setTransient(id, { writeStatus: status, writeErr: err ?? null });
+  }
+
+  /** No driver writes the point any more: the driver's writeStatus and writeErr go. */
+  writeReleased(id: string): void {
+    this.model.setTransient(id, { writeStatus: null, writeErr: null });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // The rest: change of value, learning, the uplink
 
   /** Sets (or clears, null) why a point's change of value fell back to polling (poller/cov.ts). */
   setCovErr(id: string, err: string | null): void {
@@ -172,14 +445,37 @@ export class PointState {
     this.model.setTransient(id, tags as Record<string, HVal>);
   }
 
+  // -------------------------------------------------------------------------------------------
+  // his*: heard from the history store
+
   /**
-   * After history was written to a point: its his tags, and for a cur point without a driver
-   * `newest` (the newest sample of the write, when it is the newest the point has) as curVal.
+   * A committed history write (`written`, in time order) or delete (null) of a point. A write's
+   * newest sample is the point's current value when it is the newest the point has now (a
+   * concurrent write that landed an older sample after a newer one must not set curVal back).
+   * Runs inside the store's write: synchronous and cheap, except the read-back after a delete.
    */
-  hisWritten(id: string, newest?: { ts: number; val: HVal }): void {
-    const s = this.history.stats(id);
+  private heard(id: string, kind: HisKind, written: { readonly ts: readonly number[]; readonly val: readonly HisValue[] } | null): void {
+    if (written === null) {
+      const p = this.refreshFromHistory(id)
+        .catch((err: unknown) => void (this.refreshFailed ??= { err }))
+        .finally(() => this.refreshing.delete(p));
+      this.refreshing.add(p);
+      return;
+    }
+    const n = written.ts.length - 1;
+    const ts = written.ts[n];
+    if (ts === undefined || ts < (this.history.stats(id).end ?? -Infinity)) this.hisWritten(id, undefined);
+    else this.hisWritten(id, { kind, val: written.val[n] as HisValue });
+  }
+
+  /**
+   * Shows a point's his tags from the store's stats, and for a cur point no driver feeds
+   * `newest` (its newest sample) as curVal.
+   */
+  private hisWritten(id: string, newest: { kind: HisKind; val: HisValue } | undefined): void {
     const rec = this.model.stored(id);
     if (rec === undefined) return;
+    const s = this.history.stats(id);
     const tz = pointZone(rec, REL);
     const some = s.size > 0;
     const tags: Record<string, HVal> = {
@@ -188,34 +484,39 @@ export class PointState {
       hisEnd: some && s.end !== undefined ? new HDateTime(s.end, tz) : null,
     };
     if (newest !== undefined && this.takesCurFromHistory(rec)) {
-      tags.curVal = newest.val;
+      tags.curVal = pointValue(newest.kind, pointUnit(rec), newest.val);
       tags.curStatus = 'ok';
       tags.curErr = null;
     }
     this.model.setTransient(id, tags);
   }
 
+  /** A cur point without a driver: its newest history sample is its current value. */
+  private takesCurFromHistory(rec: HDict): boolean {
+    return rec.has('cur') && !this.fedByDriver(rec);
+  }
+
   /**
-   * Re-reads what a point shows from its history: the his tags, and for a cur point without a
-   * driver its newest sample as curVal (or no curVal when it has none). At start, and after
-   * hisDelete (which may remove the newest sample).
+   * Re-reads what a point shows from its history: the his tags, and for a cur point no driver
+   * feeds its newest sample as curVal (or no curVal when it has none). At start, and after a
+   * delete (which may remove the newest sample).
    */
-  async refreshFromHistory(id: string): Promise<void> {
+  private async refreshFromHistory(id: string): Promise<void> {
     const rec = this.model.stored(id);
     if (rec === undefined) return;
     if (!this.takesCurFromHistory(rec)) {
-      this.hisWritten(id);
+      this.hisWritten(id, undefined);
       return;
     }
     const last = await this.history.last(id);
+    // A write that landed while reading showed a newer sample already.
+    if (last !== undefined && last.ts < (this.history.stats(id).end ?? -Infinity)) return;
     if (last === undefined) {
-      this.hisWritten(id);
+      this.hisWritten(id, undefined);
       this.model.setTransient(id, { curVal: null, curStatus: 'unknown', curErr: null });
       return;
     }
-    const kind = pointKind(rec);
-    const val = kind === 'Number' && typeof last.val === 'number' ? new HNumber(last.val, pointUnit(rec)) : last.val;
-    this.hisWritten(id, { ts: last.ts, val });
+    this.hisWritten(id, { kind: this.history.stats(id).kind ?? pointKind(rec) ?? 'Number', val: last.val });
   }
 
   /** Points by curStatus, read at scrape time. */

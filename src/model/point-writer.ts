@@ -26,7 +26,7 @@ import { ErrorCodes, HayloftError, isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { AuditEntry, StoredLevel, WriteStore } from '../store/write-store.js';
 import type { Model, ModelChange } from './model.js';
-import { type PointKind, type PointState, type WriteStatus, describeKind, pointKind, pointUnit } from './point-state.js';
+import { type PointKind, type PointState, describeKind, pointKind, pointUnit } from './point-state.js';
 import type { Part } from '../lib/part.js';
 import type { Effective } from './events.js';
 
@@ -375,19 +375,12 @@ export class PointWriter implements Part {
   private publish(id: string): void {
     const rec = this.model.stored(id);
     if (rec === undefined || !this.isWritable(rec)) {
-      if (this.published.delete(id) && rec !== undefined) this.points.setWrite(id, { writeVal: null, writeLevel: null, writeStatus: null, writeErr: null });
+      if (this.published.delete(id) && rec !== undefined) this.points.writeRemove(id);
       return;
     }
     const eff = this.effective(id);
-    const tags: Parameters<PointState['setWrite']>[1] = { writeVal: eff.val, writeLevel: new HNumber(eff.level) };
-    // A point no driver writes holds its value here: nothing can fail. A driven one's status is
-    // the poller's (pending until the device took the value).
-    if (!this.points.writtenByDriver(rec)) {
-      const status: WriteStatus = rec.has('disabled') ? 'disabled' : 'ok';
-      tags.writeStatus = status;
-      tags.writeErr = null;
-    }
-    this.points.setWrite(id, tags);
+    // Point state decides whose writeStatus it is (writerOf): this value's, or the device's.
+    this.points.writeValue(id, eff.val, eff.level);
     const old = this.published.get(id);
     this.published.set(id, eff);
     if (old !== undefined && old.level === eff.level && (old.val === eff.val || (old.val !== null && eff.val !== null && equals(old.val, eff.val)))) return;

@@ -62,14 +62,11 @@ export function collectPlan(tags: HDict): CollectPlan | undefined {
 export interface HisCollectorOptions {
   history: HistoryStore;
   log: Logger;
-  /** Told which points got samples after each write (the app republishes their his stats). */
-  onWritten?: (ids: readonly string[]) => void;
 }
 
 export class HisCollector {
   private readonly history: HistoryStore;
   private readonly log: Logger;
-  private readonly onWritten: ((ids: readonly string[]) => void) | undefined;
   private pending = new Map<string, { kind: HisKind; samples: HisSample[] }>();
   private writing: Promise<void> | undefined;
   /** Points whose kind differs from their stored history: warned once, not sampled. */
@@ -78,7 +75,6 @@ export class HisCollector {
   constructor(opts: HisCollectorOptions) {
     this.history = opts.history;
     this.log = opts.log;
-    this.onWritten = opts.onWritten;
   }
 
   /** A fresh value of a collecting point, read at `ts`: sampled when its plan says so. */
@@ -160,8 +156,6 @@ export class HisCollector {
       await this.history.writeMany(writes);
     } catch (err) {
       this.log.error({ err, points: writes.length }, 'cannot write collected history; these samples are lost');
-      return;
     }
-    this.onWritten?.(writes.map((w) => w.pointId));
   }
 }

@@ -23,11 +23,16 @@
  * with exponential backoff (1 s doubling to 1 min, never faster than its poll time) and returns to
  * `ok` by itself when the device answers.
  *
+ * The rules of those tags (which status follows from what, the repeat check, a down connector
+ * taking its points down) are point state's (model/point-state.ts): the poller says what happened,
+ * `curOk`, `curErr`, `curStale`, `connStatus`.
+ *
  * Cost model (100 devices × 100 points a second on a small controller): per cycle one driver call
  * per bucket; a point's transient tags are set only when its value, status or error changed
- * (setTransient, watches and read-views are not touched by an unchanged reading).
+ * (point state's repeat check: setTransient, watches and read-views are not touched by an
+ * unchanged reading).
  */
-import { type Driver, type DriverConn, type PointRead, type PreparedPoint, type RawValue, configError } from '../drivers/driver.js';
+import { type Driver, type DriverConn, type PointRead, type PreparedPoint, configError } from '../drivers/driver.js';
 import type { DriverRegistry } from '../drivers/registry.js';
 import { durationTag } from '../drivers/tags.js';
 import { HNumber, HRef, type HDict } from '../haystack/values.js';
@@ -38,7 +43,7 @@ import type { Logger } from '../lib/log.js';
 import type { Metrics } from '../lib/metrics.js';
 import type { Part } from '../lib/part.js';
 import type { Model, ModelChange } from '../model/model.js';
-import { POINT_KINDS_TEXT, type CurStatus, type CurTags, type PointState, pointKind, pointUnit } from '../model/point-state.js';
+import { POINT_KINDS_TEXT, type ConnStatus, type CurStatus, type PointState, driverOf, pointKind, pointUnit, writerOf } from '../model/point-state.js';
 import type { HisKind, HistoryStore } from '../store/history.js';
 import type { PointWriter } from '../model/point-writer.js';
 import { type Collecting, HisCollector, collectPlan } from './his-collector.js';
@@ -46,7 +51,7 @@ import { WriteQueue } from './write-queue.js';
 import { CovManager, DEFAULT_COV_LIFETIME_MS } from './cov.js';
 
 export type PointStatus = CurStatus;
-export type ConnStatus = 'ok' | 'down' | 'fault' | 'disabled';
+export type { ConnStatus };
 
 export const DEFAULT_POLL_MS = 10_000;
 export const MIN_STALE_MS = 30_000;
@@ -107,8 +112,6 @@ interface ConnState {
   closed: boolean;
   failures: number;
   retryAt: number;
-  status: ConnStatus | undefined;
-  err: string | undefined;
 }
 
 interface Bucket {
@@ -132,33 +135,12 @@ interface Polled {
   readonly conn: ConnState | undefined;
   /** Undefined when the point is not polled (fault or disabled). */
   readonly prepared: PreparedPoint | undefined;
-  readonly kind: HisKind;
-  readonly unit: string | null;
   readonly pollMs: number;
   readonly collect: Collecting | undefined;
-  status: PointStatus | undefined;
-  raw: RawValue | undefined;
-  err: string | undefined;
 }
 
 function message(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
-}
-
-/** A read value as the point's kind holds it, or an error message. */
-function convert(kind: HisKind, v: RawValue): RawValue | { err: string } {
-  switch (kind) {
-    case 'Number':
-      if (typeof v === 'number') return v;
-      if (typeof v === 'boolean') return v ? 1 : 0;
-      return { err: `the device sent text ("${v.slice(0, 40)}") for a Number point` };
-    case 'Bool':
-      if (typeof v === 'boolean') return v;
-      if (typeof v === 'number') return v !== 0;
-      return { err: `the device sent text ("${v.slice(0, 40)}") for a Bool point` };
-    case 'Str':
-      return typeof v === 'string' ? v : String(v);
-  }
 }
 
 export class Poller implements Part {
@@ -206,14 +188,8 @@ export class Poller implements Part {
       writer === undefined
         ? undefined
         : new WriteQueue({ points: opts.points, writer, events: opts.model.events, clock: opts.clock, log: opts.log, wake: (at) => this.wake(at), ...(opts.backoff ? { backoff: opts.backoff } : {}) });
-    // Collected history shows in hisSize/hisStart/hisEnd as hisWrite's does.
-    this.collector = new HisCollector({
-      history: opts.history,
-      log: opts.log,
-      onWritten: (ids) => {
-        for (const id of ids) this.state.hisWritten(id);
-      },
-    });
+    // Point state hears the collected history (his tags) as it hears hisWrite's.
+    this.collector = new HisCollector({ history: opts.history, log: opts.log });
     this.cov = new CovManager({
       clock: this.clock,
       log: this.log,
@@ -272,6 +248,7 @@ export class Poller implements Part {
     await this.writes?.stop();
     await this.collector.idle();
     await Promise.allSettled([...this.conns.values()].map((c) => this.closeConn(c)));
+    for (const id of this.points.keys()) this.state.curUnbind(id);
     this.conns.clear();
     this.points.clear();
     this.byConn.clear();
@@ -425,18 +402,11 @@ export class Poller implements Part {
 
   /** One point's outcome of a read (or a change-of-value notification) into its tags and history. */
   private apply(ps: Polled, r: PointRead | undefined, now: number): void {
-    if (r === undefined) {
-      this.publish(ps, 'fault', undefined, 'the driver returned no value for this point');
-    } else if ('val' in r) {
-      const v = convert(ps.kind, r.val);
-      if (typeof v === 'object') this.publish(ps, 'fault', undefined, v.err);
-      else {
-        this.publish(ps, 'ok', v, undefined);
-        if (ps.collect !== undefined) this.collector.offer(ps.collect, v, now);
-      }
-    } else {
-      this.publish(ps, r.err.code === ErrorCodes.DRIVER_DOWN ? 'down' : 'fault', undefined, r.err.message);
-    }
+    if (r === undefined) this.state.curFault(ps.id, 'the driver returned no value for this point');
+    else if ('val' in r) {
+      const v = this.state.curOk(ps.id, r.val);
+      if (v !== undefined && ps.collect !== undefined) this.collector.offer(ps.collect, v, now);
+    } else this.state.curErr(ps.id, r.err);
   }
 
   private connDown(cs: ConnState, e: unknown): void {
@@ -448,10 +418,8 @@ export class Poller implements Part {
     cs.retryAt = this.clock.now() + delay;
     if (cs.failures === 1) this.log.warn({ connId: cs.id, err }, 'connector down');
     else this.log.debug({ connId: cs.id, err, failures: cs.failures, retryInMs: delay }, 'connector still down');
-    this.publishConn(cs, 'down', err);
-    for (const ps of this.byConn.get(cs.id) ?? []) {
-      if (ps.conn === cs && ps.prepared !== undefined) this.publish(ps, 'down', undefined, err);
-    }
+    // Point state takes its points down with it.
+    this.state.connStatus(cs.id, 'down', err);
   }
 
   private connUp(cs: ConnState): void {
@@ -463,45 +431,12 @@ export class Poller implements Part {
     }
     cs.failures = 0;
     cs.retryAt = 0;
-    this.publishConn(cs, 'ok', undefined);
+    this.state.connStatus(cs.id, 'ok', null);
   }
 
   private makeStale(b: Bucket): void {
     b.stale = true;
-    for (const ps of b.points) {
-      if (ps.status === 'ok' && this.points.get(ps.id) === ps) this.publish(ps, 'stale', ps.raw, undefined);
-    }
-  }
-
-  // -------------------------------------------------------------------------------------------
-  // Publishing
-
-  private publish(ps: Polled, status: PointStatus, raw: RawValue | undefined, err: string | undefined): void {
-    const tags: CurTags = {};
-    let any = false;
-    if (ps.status !== status) {
-      tags.curStatus = status;
-      ps.status = status;
-      any = true;
-    }
-    if (!Object.is(ps.raw, raw)) {
-      tags.curVal = raw === undefined ? null : ps.kind === 'Number' ? new HNumber(raw as number, ps.unit) : raw;
-      ps.raw = raw;
-      any = true;
-    }
-    if (ps.err !== err) {
-      tags.curErr = err ?? null;
-      ps.err = err;
-      any = true;
-    }
-    if (any) this.state.setCur(ps.id, tags);
-  }
-
-  private publishConn(cs: ConnState, status: ConnStatus, err: string | undefined): void {
-    if (cs.status === status && cs.err === err) return;
-    cs.status = status;
-    cs.err = err;
-    this.state.setConn(cs.id, status, err ?? null);
+    for (const ps of b.points) if (this.points.get(ps.id) === ps) this.state.curStale(ps.id);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -576,16 +511,14 @@ export class Poller implements Part {
         closed: false,
         failures: 0,
         retryAt: 0,
-        status: undefined,
-        err: undefined,
       };
       this.conns.set(id, cs);
-      if (problem !== undefined) this.publishConn(cs, problem.status, problem.err);
-      else if (old?.status !== undefined) this.publishConn(cs, old.status, old.err);
+      // Without a problem it keeps showing its last status until its next read.
+      if (problem !== undefined) this.state.connStatus(id, problem.status, problem.err ?? null);
       this.log.debug({ connId: id, driver: driver.name, problem }, old === undefined ? 'connector added' : 'connector changed');
     } else if (rec !== undefined && old !== undefined) {
       // No longer a connector (cannot happen through the model: the primary marker is fixed).
-      this.state.setConn(id, null, null);
+      this.state.connStatus(id, null, null);
     }
     // Its points follow: they poll through the new connection, or fault without one.
     for (const ps of [...(this.byConn.get(id) ?? [])]) this.upsertPoint(ps.id);
@@ -596,7 +529,7 @@ export class Poller implements Part {
   private upsertWrite(id: string): void {
     const writes = this.writes as WriteQueue;
     const rec = this.model.stored(id);
-    const driver = rec === undefined ? undefined : this.drivers.all().find((d) => d.writeTag !== undefined && rec.has(d.refTag) && rec.has(d.writeTag));
+    const driver = rec === undefined ? undefined : writerOf(this.drivers.all(), rec);
     const ref = driver === undefined ? undefined : rec?.get(driver.refTag);
     const cs = ref instanceof HRef ? this.conns.get(ref.id) : undefined;
     if (rec !== undefined && driver !== undefined && (cs === undefined || cs.driver !== driver)) {
@@ -623,7 +556,9 @@ export class Poller implements Part {
   private upsertPoint(id: string): void {
     const rec = this.model.stored(id);
     const old = this.points.get(id);
-    const driver = rec === undefined ? undefined : this.drivers.all().find((d) => rec.has(d.refTag) && rec.has(d.curTag));
+    // Fed by a driver (point state's rule), and read when it has that driver's read address.
+    const fed = rec === undefined ? undefined : driverOf(this.drivers.all(), rec);
+    const driver = fed !== undefined && rec?.has(fed.curTag) === true ? fed : undefined;
     if (rec === undefined || driver === undefined) {
       if (old === undefined) return;
       this.detach(old);
@@ -631,7 +566,8 @@ export class Poller implements Part {
       this.collector.forget(id);
       this.cov.remove(id);
       // No longer polled (its driver tags were removed): its driver-set tags go too.
-      if (rec !== undefined) this.state.setCur(id, { curVal: null, curStatus: null, curErr: null });
+      if (rec !== undefined) this.state.curRemove(id);
+      else this.state.curUnbind(id);
       return;
     }
     const ref = rec.get(driver.refTag);
@@ -681,13 +617,8 @@ export class Poller implements Part {
       connId,
       conn: cs,
       prepared: problem === undefined ? prepared : undefined,
-      kind,
-      unit,
       pollMs,
       collect,
-      status: old?.status,
-      raw: old?.raw,
-      err: old?.err,
     };
     this.points.set(id, ps);
     if (connId !== undefined) {
@@ -697,10 +628,8 @@ export class Poller implements Part {
     }
     if (cs !== undefined) this.dirty.add(cs);
     this.covOf(ps, cs);
-    if (problem !== undefined) this.publish(ps, problem.status, undefined, problem.err);
-    else if (old === undefined || old.status === 'fault' || old.status === 'disabled' || old.kind !== kind || old.unit !== unit) {
-      this.publish(ps, 'unknown', undefined, undefined);
-    }
+    if (problem !== undefined) this.state.curNotPolled(id, problem.status, problem.err);
+    else this.state.curPolled(id, connId as string, kind, unit);
   }
 
   /** Change of value for a point whose record or connector asks for it (and whose driver has it). */

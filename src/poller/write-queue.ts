@@ -134,7 +134,7 @@ export class WriteQueue {
     if (rec === undefined || target === undefined || writeTag === undefined || !rec.has('writable') || !rec.has(writeTag)) {
       if (old !== undefined) {
         this.byId.delete(id);
-        if (rec !== undefined) this.o.points.setWrite(id, { writeStatus: null, writeErr: null });
+        if (rec !== undefined) this.o.points.writeReleased(id);
       }
       return;
     }
@@ -291,6 +291,6 @@ export class WriteQueue {
     if (p.status === status && p.err === err) return;
     p.status = status;
     p.err = err;
-    this.o.points.setWrite(p.id, { writeStatus: status, writeErr: err ?? null });
+    this.o.points.writeResult(p.id, status, err);
   }
 }

@@ -49,9 +49,11 @@ async function world(t: Test, opts: { backoff?: { minMs?: number; maxMs?: number
     w.written.push(writes.map((x) => x.pointId));
     return writeMany(writes);
   };
+  const points = new PointState({ model, history, drivers: [fake] });
+  await points.start();
   w.poller = new Poller({
     model,
-    points: new PointState({ model, history, drivers: [fake] }),
+    points,
     history,
     drivers: new DriverRegistry([fake]),
     clock,
@@ -61,6 +63,7 @@ async function world(t: Test, opts: { backoff?: { minMs?: number; maxMs?: number
   });
   t.teardown(async () => {
     await w.poller.stop();
+    await points.stop();
     await history.stop();
     await store.close();
   });

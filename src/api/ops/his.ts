@@ -10,7 +10,7 @@
  *
  * Each point also shows `hisSize`, `hisStart`, `hisEnd`, and a `cur` point without a driver takes a
  * written sample as its current value when it is newer than what it had: point state
- * (model/point-state.ts) sets those, told by these ops what they wrote.
+ * (model/point-state.ts) sets those: it hears every history write and delete from the store.
  */
 import type { HisColumnsWrite, HisKind, HisSample, HisSpan, HisWrite, HistoryStore } from '../../store/history.js';
 import { HisGrid } from '../../haystack/his-grid.js';
@@ -263,33 +263,11 @@ export const hisWriteOp: Op = {
   async run(req) {
     const { writes } = writeRequest(req);
     const history = historyOf(req);
+    // Point state hears the write and shows it (his tags, curVal of a cur point without a driver).
     await history.writeMany(writes);
-    for (const w of writes) {
-      const p = writeNewest(w);
-      const rec = req.ctx.model.stored(w.pointId);
-      const unit = rec === undefined ? null : pointUnit(rec);
-      // Compared with the newest sample once this write is in, not with the one before it: writes
-      // to a point run one after another in the store, and a concurrent request that landed an
-      // older sample after a newer one must not set curVal back. At the newest instant this
-      // write's value replaced the stored one, so it is current.
-      const newest = history.stats(w.pointId).end ?? -Infinity;
-      req.ctx.points.hisWritten(w.pointId, p.ts >= newest ? { ts: p.ts, val: pointValue(w.kind, unit, p.val) } : undefined);
-    }
     return HGrid.empty();
   },
 };
-
-function writeNewest(w: HisWrite | HisColumnsWrite): HisSample {
-  // The last sample of a timestamp wins, as in the store.
-  if ('samples' in w) {
-    let best = w.samples[0] as HisSample;
-    for (const s of w.samples) if (s.ts >= best.ts) best = s;
-    return best;
-  }
-  let k = 0;
-  for (let i = 1; i < w.ts.length; i++) if ((w.ts[i] as number) >= (w.ts[k] as number)) k = i;
-  return { ts: w.ts[k] as number, val: w.val[k] as HisSample['val'] };
-}
 
 export const hisDeleteOp: Op = {
   name: 'hisDelete',
@@ -311,7 +289,8 @@ export const hisDeleteOp: Op = {
       }
     }
     await history.deleteSpans([...spans.values()]);
-    for (const id of spans.keys()) await req.ctx.points.refreshFromHistory(id);
+    // Point state hears the delete and reads back the newest sample left: answer once it shows.
+    await req.ctx.points.settled();
     return HGrid.empty();
   },
 };
