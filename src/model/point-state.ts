@@ -15,7 +15,7 @@
  *   how writing it to the device went, `writeReleased` when no driver writes it any more. Who
  *   owns writeStatus is `writerOf`, decided here only;
  * - nobody for history: point state hears every committed history write and delete
- *   (HistoryStore.onWritten, subscribed in `start`) and sets hisSize/hisStart/hisEnd, and curVal
+ *   (the bus's 'his.written', subscribed in `start`) and sets hisSize/hisStart/hisEnd, and curVal
  *   of a cur point no driver feeds;
  * - the uplink: `setSync`; change of value and learning: `setCovErr`, `setLearnProgress`.
  *

@@ -3,7 +3,7 @@
  * watch's last poll.
  *
  * Cost model (the poll hot path is a driver setting thousands of points a second): the model
- * calls `onTransient(id)` for every value set; the manager looks the id up in a per-point Set
+ * emits `live.changed` (id) for every value set; the manager looks the id up in a per-point Set
  * of the watches holding it and adds the id to each one's `changed` Set. No scan of all points
  * or all watches per change; a poll walks only its own changed ids and reads their values then,
  * so a point set ten times between polls costs one row.
