@@ -97,8 +97,8 @@ export function guardServer(server: Server, limits: ServerLimits, log: Logger): 
     const n = (perAddress.get(addr) ?? 0) + 1;
     if (n > limits.maxConnectionsPerAddress) {
       // Logged at most once a minute: a flood must not flood the journal too.
-      const now = Date.now();
-      if (now - refusedLogged > 60_000) {
+      const now = performance.now();
+      if (refusedLogged === 0 || now - refusedLogged > 60_000) {
         refusedLogged = now;
         log.warn({ address: addr, max: limits.maxConnectionsPerAddress }, 'too many connections from one address: new ones are closed (maxConnectionsPerAddress)');
       }
@@ -145,7 +145,8 @@ interface Progress {
 export function watchStalls(inFlight: Iterable<ServerResponse>, stallMs: number, log: Logger, everyMs = CONNECTIONS_CHECKING_INTERVAL_MS): () => void {
   const seen = new WeakMap<ServerResponse, Progress>();
   const timer = setInterval(() => {
-    const now = Date.now();
+    // Elapsed time, not the wall clock: a step forward must not cut live requests.
+    const now = performance.now();
     for (const res of inFlight) {
       const socket = res.socket;
       if (socket === null || socket.destroyed) continue;

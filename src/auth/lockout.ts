@@ -4,7 +4,8 @@
  * own threshold, by the kind before its first `:` (see AuthService.lockKeys: a user at an address
  * locks first, a user from anywhere later, an address for every user last). A success clears its
  * keys. Kept in memory: a restart forgives, which is acceptable for a LAN device, and keeps
- * failed logins from writing to flash.
+ * failed logins from writing to flash. Windows are on the monotonic clock (lib/clock.ts): a wall-clock
+ * step neither lifts a lock nor stretches it.
  */
 import type { Clock } from '../lib/clock.js';
 
@@ -46,7 +47,7 @@ export class Lockout {
 
   /** Milliseconds until any of these keys may try again; 0 when none is locked. */
   waitMs(keys: readonly string[]): number {
-    const now = this.clock.now();
+    const now = this.clock.monotonic();
     let wait = 0;
     for (const k of keys) {
       const e = this.entries.get(k);
@@ -56,7 +57,7 @@ export class Lockout {
   }
 
   failure(keys: readonly string[]): void {
-    const now = this.clock.now();
+    const now = this.clock.monotonic();
     for (const k of keys) {
       const e = this.entries.get(k) ?? { failures: 0, lockedUntil: 0, last: now };
       e.failures++;

@@ -5,7 +5,10 @@
  *
  * - A level is set with a value and a `who`; null relinquishes it. Level 8 (manual) may be timed
  *   (`duration`): it ends by itself at `expires`, also across a restart (levels past their end
- *   are dropped when loaded, and never shown once ended).
+ *   are dropped when loaded, and never shown once ended). `expires` is a wall-clock instant by
+ *   nature (stored, shown to clients, kept across restarts), so it is judged on the wall clock,
+ *   unlike every interval of the poller (docs/clock.md): after the clock steps, an override ends
+ *   when the corrected clock reaches its end (the timer looks again at least hourly).
  * - Every change is stored (write-store.ts, synced) before write() resolves, with its audit
  *   entry in the same batch; refused writes are audited too, and every write is logged.
  * - Values are checked against the point: its kind; for Numbers the unit (converted to the

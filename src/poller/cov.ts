@@ -38,6 +38,7 @@ interface CovPoint {
   readonly cov: CovSupport;
   readonly lifetimeMs: number;
   state: 'subscribing' | 'pushed' | 'polled' | 'removed';
+  /** Last notification (or subscription), on the monotonic clock. */
   lastHeard: number;
   timer: ReturnType<typeof setTimeout> | undefined;
 }
@@ -116,7 +117,7 @@ export class CovManager {
   private async subscribe(p: CovPoint): Promise<void> {
     const renewal = p.state === 'pushed';
     if (!renewal) p.state = 'subscribing';
-    const at = this.opts.clock.now();
+    const at = this.opts.clock.monotonic();
     try {
       await p.cov.subscribe(p.prepared, p.lifetimeMs);
     } catch (e) {
@@ -149,7 +150,7 @@ export class CovManager {
       void this.subscribe(p);
       return;
     }
-    const silent = this.opts.clock.now() - p.lastHeard;
+    const silent = this.opts.clock.monotonic() - p.lastHeard;
     if (silent > p.lifetimeMs) {
       this.fallBack(p, `no notification for ${Math.round(silent / 1000)} s, longer than the subscription lifetime (${Math.round(p.lifetimeMs / 1000)} s)`);
       return;
@@ -170,7 +171,7 @@ export class CovManager {
   private notified(prepared: PreparedPoint, read: PointRead): void {
     const p = this.byPrepared.get(prepared);
     if (p === undefined || p.state === 'removed') return;
-    p.lastHeard = this.opts.clock.now();
+    p.lastHeard = this.opts.clock.monotonic();
     // While polled, the polls are what the point shows.
     if (p.state !== 'polled') this.opts.value(p.id, read);
   }

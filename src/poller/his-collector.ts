@@ -83,7 +83,10 @@ export class HisCollector {
     let take = false;
     if (p.intervalMs !== undefined) {
       const slot = Math.floor(ts / p.intervalMs);
-      if (slot > c.lastSlot) {
+      // Another interval than the last sample's, not only a later one: after the wall clock
+      // stepped back, waiting for the old slot to come round again would stop collection for
+      // as long as the step.
+      if (slot !== c.lastSlot) {
         c.lastSlot = slot;
         take = true;
       }
@@ -95,7 +98,7 @@ export class HisCollector {
       else take = val !== last;
     }
     if (!take) return;
-    if (p.intervalMs !== undefined) c.lastSlot = Math.max(c.lastSlot, Math.floor(ts / p.intervalMs));
+    if (p.intervalMs !== undefined) c.lastSlot = Math.floor(ts / p.intervalMs);
     c.lastVal = val;
     let e = this.pending.get(c.id);
     if (e === undefined || e.kind !== c.kind) this.pending.set(c.id, (e = { kind: c.kind, samples: [] }));

@@ -232,7 +232,7 @@ export class Poller implements Part {
       this.writes.started();
     }
     this.rebuildDirty();
-    this.wake(this.clock.now());
+    this.wake(this.clock.monotonic());
   }
 
   /** Stops polling: waits for reads in flight and history writes, closes every connection. */
@@ -299,7 +299,8 @@ export class Poller implements Part {
    */
   async tick(): Promise<void> {
     if (!this.running) return;
-    const now = this.clock.now();
+    // Every due time here is on the monotonic clock: a wall-clock step neither stops nor floods.
+    const now = this.clock.monotonic();
     const started: Promise<void>[] = [];
     let next = now + MAX_TIMER_MS;
     for (const cs of this.conns.values()) {
@@ -342,7 +343,7 @@ export class Poller implements Part {
     cs.busy = true;
     try {
       while (this.running && !cs.closed) {
-        const now = this.clock.now();
+        const now = this.clock.monotonic();
         if (now < cs.retryAt) break;
         let b: Bucket | undefined;
         for (const x of cs.buckets.values()) if (x.due <= now && (b === undefined || x.due < b.due)) b = x;
@@ -387,10 +388,11 @@ export class Poller implements Part {
       return false;
     }
     if (cs.closed) return false;
+    // Samples are dated on the wall clock; the stale check measures on the monotonic one.
     const now = this.clock.now();
     this.state.setPolled(cs.id, now, true);
     this.connUp(cs);
-    b.lastOk = now;
+    b.lastOk = this.clock.monotonic();
     b.stale = false;
     for (let i = 0; i < points.length; i++) {
       const ps = points[i] as Polled;
@@ -415,7 +417,7 @@ export class Poller implements Part {
     if (!expected) this.log.error({ err: e, connId: cs.id }, 'unexpected driver error; the connector is treated as down');
     cs.failures++;
     const delay = backoffDelay(cs.failures, { minMs: this.minBackoffMs, maxMs: this.maxBackoffMs });
-    cs.retryAt = this.clock.now() + delay;
+    cs.retryAt = this.clock.monotonic() + delay;
     if (cs.failures === 1) this.log.warn({ connId: cs.id, err }, 'connector down');
     else this.log.debug({ connId: cs.id, err, failures: cs.failures, retryInMs: delay }, 'connector still down');
     // Point state takes its points down with it.
@@ -661,7 +663,7 @@ export class Poller implements Part {
   }
 
   private rebuildDirty(): void {
-    const now = this.clock.now();
+    const now = this.clock.monotonic();
     let next = Infinity;
     for (const cs of this.dirty) {
       if (cs.closed || this.conns.get(cs.id) !== cs) continue;
@@ -697,11 +699,12 @@ export class Poller implements Part {
   // -------------------------------------------------------------------------------------------
   // Timer
 
+  /** Runs tick() at `at`, a monotonic reading. */
   private wake(at: number): void {
     if (!this.useTimers || !this.running) return;
     if (this.timer !== undefined && this.timerAt <= at) return;
     if (this.timer !== undefined) clearTimeout(this.timer);
-    const delay = Math.min(MAX_TIMER_MS, Math.max(0, at - this.clock.now()));
+    const delay = Math.min(MAX_TIMER_MS, Math.max(0, at - this.clock.monotonic()));
     this.timerAt = at;
     this.timer = setTimeout(() => {
       this.timer = undefined;

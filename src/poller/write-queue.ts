@@ -18,6 +18,9 @@
  *
  * Writes of one connector go one after the other, beside its polls (the driver queues both on
  * the link), and never hold up other connectors: a dead device costs its own points only.
+ *
+ * Every time here (writeMinTime, writeMaxTime, backoff, due) is on the monotonic clock
+ * (lib/clock.ts), so a wall-clock step neither holds writes back nor repeats them.
  */
 import type { DriverConn, PreparedWrite, RawValue } from '../drivers/driver.js';
 import { durationTag } from '../drivers/tags.js';
@@ -175,7 +178,7 @@ export class WriteQueue {
       // Changed configuration (another address, another connector): written again.
       sent: undefined,
       lastAt: old?.lastAt ?? -Infinity,
-      due: this.o.clock.now(),
+      due: this.o.clock.monotonic(),
       failures: 0,
       status: old?.status,
       err: old?.err,
@@ -189,7 +192,7 @@ export class WriteQueue {
 
   /** The connector answers again after being down: writeOnOpen points are written again. */
   reopened(connId: string): void {
-    const now = this.o.clock.now();
+    const now = this.o.clock.monotonic();
     for (const p of this.byId.values()) {
       if (p.target.id !== connId || !p.onOpen || p.want === undefined || p.prepared === undefined) continue;
       // A device that was away may have restarted and lost the value: what it holds from us is
@@ -247,7 +250,7 @@ export class WriteQueue {
     } finally {
       this.busy.delete(connId);
     }
-    this.o.wake(this.o.clock.now());
+    this.o.wake(this.o.clock.monotonic());
   }
 
   private async writeOne(p: Pending): Promise<void> {
@@ -256,7 +259,7 @@ export class WriteQueue {
     if (conn.write === undefined) return;
     try {
       await conn.write(p.prepared as PreparedWrite, val);
-      const now = this.o.clock.now();
+      const now = this.o.clock.monotonic();
       p.sent = { val };
       p.lastAt = now;
       p.due = now;
@@ -265,7 +268,7 @@ export class WriteQueue {
       // A newer value may have come while this one was on its way: it stays pending.
       if (this.byId.get(p.id) === p) this.publish(p, p.want === val ? 'ok' : 'pending', undefined);
     } catch (e) {
-      const now = this.o.clock.now();
+      const now = this.o.clock.monotonic();
       p.failures++;
       p.lastAt = now;
       const delay = backoffDelay(p.failures, { minMs: this.minBackoffMs, maxMs: this.maxBackoffMs });
@@ -281,7 +284,7 @@ export class WriteQueue {
     const p = this.byId.get(id);
     if (p === undefined) return;
     p.want = rawOf(eff.val);
-    p.due = this.o.clock.now();
+    p.due = this.o.clock.monotonic();
     p.failures = 0;
     if (p.prepared !== undefined) this.publish(p, 'pending', undefined);
     this.o.wake(this.dueAt(p));

@@ -101,7 +101,7 @@ const TAIL_MAX = 64;
 interface PointStatus {
   status: SyncStatus;
   err: string | null;
-  /** When it was set (faults are tried again after retry.maxMs). */
+  /** When it was set, monotonic ms (faults are tried again after retry.maxMs). */
   since: number;
 }
 
@@ -353,7 +353,7 @@ export class Outbox {
   /** Shows a point's status (kept for stats(), shown as tags when the sender shows them). */
   setStatus(id: string, status: SyncStatus, err: string | null): void {
     const old = this.status.get(id);
-    if (old?.status !== status || old.err !== err) this.status.set(id, { status, err, since: this.o.clock.now() });
+    if (old?.status !== status || old.err !== err) this.status.set(id, { status, err, since: this.o.clock.monotonic() });
     const show = this.o.status;
     if (show === undefined) return;
     const tags: SyncTags = { syncStatus: status, syncErr: err };
@@ -387,7 +387,7 @@ export class Outbox {
 
   /** A fault older than retry.maxMs: time to try the faulted points again. */
   faultsDue(): boolean {
-    const now = this.o.clock.now();
+    const now = this.o.clock.monotonic();
     for (const s of this.status.values()) if (s.status === 'fault' && now - s.since >= this.retry.maxMs) return true;
     return false;
   }

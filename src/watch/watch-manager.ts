@@ -46,7 +46,7 @@ export interface WatchManagerOptions {
   clock: Clock;
   log?: Logger;
   limits?: Partial<WatchLimits>;
-  /** How often expired watches are closed (real time; expiry itself is judged by `clock`). */
+  /** How often expired watches are closed (real time; expiry itself is judged by `clock.monotonic()`). */
   housekeepingMs?: number;
   /** Watch ids; random UUIDs by default (unguessable: a watch id is not a credential, but close). */
   newId?: () => string;
@@ -99,6 +99,7 @@ class Watch {
   /** Push connections on this watch; undefined while there are none (the common case). */
   listeners: Set<WatchListener> | undefined = undefined;
   lease: Lease;
+  /** When the lease ends, on the monotonic clock (lib/clock.ts): a wall-clock step moves it not. */
   expires: number;
 
   constructor(
@@ -196,7 +197,7 @@ export class WatchManager implements Part {
    */
   subscribe(owner: string, req: SubscribeRequest): WatchAnswer {
     this.mustBeStarted();
-    const now = this.clock.now();
+    const now = this.clock.monotonic();
     const existing = req.watchId === undefined ? undefined : this.open(owner, req.watchId, now);
     const lease = req.lease === undefined && existing !== undefined ? existing.lease : parseLease(req.lease);
 
@@ -267,7 +268,7 @@ export class WatchManager implements Part {
    */
   poll(owner: string, watchId: string, opts: { refresh?: boolean; visible?: Visible } = {}): WatchAnswer {
     this.mustBeStarted();
-    const now = this.clock.now();
+    const now = this.clock.monotonic();
     const w = this.open(owner, watchId, now);
     w.expires = now + w.lease.ms;
     const ids = opts.refresh === true ? w.points : w.changed;
@@ -310,7 +311,7 @@ export class WatchManager implements Part {
    */
   listen(owner: string, watchId: string, l: WatchListener): () => void {
     this.mustBeStarted();
-    const w = this.open(owner, watchId, this.clock.now());
+    const w = this.open(owner, watchId, this.clock.monotonic());
     (w.listeners ??= new Set()).add(l);
     return () => {
       w.listeners?.delete(l);
@@ -329,7 +330,7 @@ export class WatchManager implements Part {
 
   /** Closes every expired watch; returns how many. Run by the timer; tests call it directly. */
   housekeep(): number {
-    const now = this.clock.now();
+    const now = this.clock.monotonic();
     let n = 0;
     for (const w of this.watches.values()) {
       if (w.expires <= now) {
@@ -348,7 +349,7 @@ export class WatchManager implements Part {
   private find(owner: string, watchId: string): Watch | undefined {
     const w = this.watches.get(watchId);
     if (w === undefined || w.owner !== owner) return undefined;
-    if (w.expires <= this.clock.now()) {
+    if (w.expires <= this.clock.monotonic()) {
       this.closeWatch(w, 'expired');
       return undefined;
     }

@@ -93,7 +93,7 @@ async function world(t: Test): Promise<World> {
   });
   const run = async (): Promise<number> => {
     for (let i = 0; i < 100; i++) {
-      const r = queue.run(clock.now());
+      const r = queue.run(clock.monotonic());
       if (r.started.length === 0) return r.next;
       await Promise.all(r.started);
     }
@@ -116,13 +116,14 @@ async function world(t: Test): Promise<World> {
       queue.upsert(id, model.stored(id), target, 'fakeWrite');
     },
     async runFor(ms) {
-      const end = clock.now() + ms;
+      // The queue's times are monotonic (lib/clock.ts): time passes by advancing both readings.
+      const end = clock.monotonic() + ms;
       for (;;) {
         const next = await run();
         if (next > end) break;
-        clock.set(next);
+        clock.advance(next - clock.monotonic());
       }
-      clock.set(end);
+      clock.advance(end - clock.monotonic());
       await run();
     },
     status(id) {
@@ -208,6 +209,24 @@ t.test('writeMaxTime: the effective value is written again that long after the l
   t.equal(dev.writes.length, 6, 'the change was written, nothing since');
   await w.runFor(1_000);
   t.same(dev.writes.at(-1), { at: T0 + 240_000 + 30_000 + 60_000, addr: 'p', val: 8 });
+});
+
+t.test('writeMaxTime and writeMinTime are measured on the monotonic clock: wall-clock steps change nothing', async (t) => {
+  const w = await world(t);
+  const dev = new RecordingDevice(w.clock);
+  await w.point('p', target('c', dev), { writeMaxTime: minutes(1), writeMinTime: seconds(5) });
+  await w.write('p', HNumber.of(7));
+  await w.runFor(0);
+  t.same(dev.valuesAt('p'), [7]);
+  w.clock.stepWall(-3_600_000);
+  await w.runFor(60_000);
+  t.same(dev.valuesAt('p'), [7, 7], 'written again a minute later though the wall clock stepped back an hour');
+  await w.write('p', HNumber.of(8));
+  w.clock.stepWall(7_200_000);
+  await w.runFor(1_000);
+  t.same(dev.valuesAt('p'), [7, 7], 'a step forward does not cut writeMinTime short');
+  await w.runFor(4_000);
+  t.same(dev.valuesAt('p'), [7, 7, 8], 'the change goes once writeMinTime has passed');
 });
 
 t.test('writeOnOpen: written again when the connector answers after being down', async (t) => {

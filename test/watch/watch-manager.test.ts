@@ -143,3 +143,18 @@ t.test('the change path is cheap: 10 watches x 1,000 points, 100,000 changes', a
   t.equal(m.poll('v', all).rows.length, 10_000);
   t.equal(m.poll('v', all).rows.length, 0);
 });
+
+t.test('leases run on the monotonic clock: wall-clock steps neither end nor stretch them', async (t) => {
+  const { model, clock } = await modelWith(t, 2);
+  const m = new WatchManager({ model, clock, housekeepingMs: 3_600_000 });
+  m.start();
+  t.teardown(() => m.stop());
+  const w = m.subscribe('u', { ids: ['p0'], lease: HNumber.of(1, 'min') });
+  clock.stepWall(2 * 3_600_000);
+  t.equal(m.housekeep(), 0, 'a step forward of 2 h does not expire a 1 min lease');
+  t.doesNotThrow(() => m.poll('u', w.watchId), 'the watch is still open (and the poll renews it)');
+  clock.stepWall(-24 * 3_600_000);
+  clock.advanceMonotonic(61_000);
+  t.equal(m.housekeep(), 1, 'a step back does not keep an unrenewed watch alive past its lease');
+  t.throws(() => m.poll('u', w.watchId), { code: ErrorCodes.WATCH_NOT_FOUND });
+});

@@ -398,7 +398,8 @@ export class EdgeNode implements Part {
     const s = this.session;
     if (s === null || s.closed || !s.connected || this.phase !== 'online') return;
     let more = false;
-    this.passAt = this.o.clock.now();
+    // Monotonic: a wall-clock step back must not hold the next pass back by the step.
+    this.passAt = this.o.clock.monotonic();
     try {
       more = await this.step(s);
     } catch (err) {
@@ -408,7 +409,7 @@ export class EdgeNode implements Part {
       this.failed(s, (err as Error).message);
       return;
     }
-    if (!s.closed) this.schedule(more ? 0 : Math.max(0, this.cfg.publishIntervalMs - (this.o.clock.now() - this.passAt)));
+    if (!s.closed) this.schedule(more ? 0 : Math.max(0, this.cfg.publishIntervalMs - (this.o.clock.monotonic() - this.passAt)));
   }
 
   /** Publishes with the session's next seq; resolves on the broker's acknowledgement. */
