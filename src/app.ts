@@ -17,6 +17,7 @@ import type { Config } from './config/index.js';
 import { MAX_DEPTH } from './haystack/limits.js';
 import { timeZone } from './haystack/tz.js';
 import { type Clock, systemClock } from './lib/clock.js';
+import { ClockTrust, type ClockTrustOptions } from './lib/clock-trust.js';
 import type { Logger } from './lib/log.js';
 import { Model } from './model/model.js';
 import { Store } from './store/db.js';
@@ -95,6 +96,8 @@ export interface AppOptions {
   firstRun?: FirstRun;
   /** Process metrics (CPU, memory, event loop) in /metrics: the daemon turns them on. */
   processMetrics?: boolean;
+  /** Overrides of the clock's witnesses (lib/clock-trust.ts): tests give a floor, a timesync folder. */
+  clockTrust?: Pick<ClockTrustOptions, 'floorMs' | 'timesyncDir' | 'timers'>;
 }
 
 /** What App.open builds before the App exists. */
@@ -111,6 +114,7 @@ interface Built {
   server: ApiServer;
   drivers: DriverRegistry;
   parts: Parts;
+  clockTrust: ClockTrust;
 }
 
 /**
@@ -133,6 +137,8 @@ export class App {
   /** Priority arrays of writable points: pointWrite, and MQTT commands, call it. */
   readonly writer: PointWriter;
   readonly watches: WatchManager;
+  /** Whether the wall clock can date what is stored (docs/clock.md). */
+  readonly clockTrust: ClockTrust;
   /** What GET /metrics serves: every part registers its own figures as it starts. */
   readonly metrics: Metrics;
   private readonly server: ApiServer;
@@ -170,6 +176,7 @@ export class App {
     this.server = o.server;
     this.drivers = o.drivers;
     this.parts = o.parts;
+    this.clockTrust = o.clockTrust;
   }
 
   /** Opens the data (the parts the CLI's offline commands need too), without serving. */
@@ -187,6 +194,9 @@ export class App {
       },
       metrics,
     );
+    // Before anything is dated: whether the clock can be trusted (its last good time is in the data folder).
+    const clockTrust = new ClockTrust({ clock, log, dataDir: store.dir, sync: config.clockSync, ...(opts.clockTrust ?? {}) });
+    await parts.start(clockTrust, metrics);
     try {
       // Built first (no I/O until a connector opens): the model learns the connector markers and
       // record checks from it, point state which tags name a driver's connector.
@@ -228,7 +238,7 @@ export class App {
           model,
           clock,
           log,
-          info: { serverName: config.serverName, tz: timeZone(config.tz), productVersion: productVersion(), bootTime: clock.now() },
+          info: { serverName: config.serverName, tz: timeZone(config.tz), productVersion: productVersion(), bootTime: clock.now(), clockStatus: () => clockTrust.status().status },
           watches,
           history,
           points,
@@ -250,12 +260,12 @@ export class App {
         debug: config.debug,
         metrics,
         metricsOpen: config.metricsOpen,
-        health: () => healthOf(store, (clock.now() - bootTime) / 1000),
+        health: () => healthOf(store, (clock.now() - bootTime) / 1000, clockTrust),
         backup: () => backupStream(store, { productVersion: productVersion(), now: clock.now() }),
         // WideSky's calls beyond the ops (push of watch changes, GraphQL, admin calls), and the console.
         groups: [pushGroup({ auth, watches, log, metrics }), graphqlGroup({ model, history, clock }), adminRoutes(auth), consoleRoutes(consoleFiles(consoleDir()))],
       });
-      const app = new App(config, log, { store, model, events, auth, history, points, writer, watches, metrics, server, drivers, parts });
+      const app = new App(config, log, { store, model, events, auth, history, points, writer, watches, metrics, server, drivers, parts, clockTrust });
       for (const id of history.points()) {
         // History of a point deleted while its history could not follow (a crash) goes now.
         if (model.stored(id)?.has('point') !== true) dropHistory(history, id, log);
@@ -410,8 +420,11 @@ function driversOf(c: Config, log: Logger): DriverRegistry {
   );
 }
 
-/** Liveness and storage state for GET /api/health: ok only when a read from the store works. */
-async function healthOf(store: Store, uptimeSeconds: number): Promise<HealthReport> {
+/**
+ * Liveness, storage and clock state for GET /api/health: ok only when a read from the store
+ * works; `degraded` (still 200) while the clock cannot be trusted, with the reason.
+ */
+async function healthOf(store: Store, uptimeSeconds: number, clockTrust: ClockTrust): Promise<HealthReport> {
   const storage: Record<string, unknown> = { status: store.db.status };
   let ok = false;
   if (store.db.status === 'open') {
@@ -424,5 +437,14 @@ async function healthOf(store: Store, uptimeSeconds: number): Promise<HealthRepo
       storage.status = 'unreadable';
     }
   }
-  return { ok, status: ok ? 'ok' : 'unavailable', uptimeSeconds: Math.round(uptimeSeconds), storage };
+  const { ok: _ok, degraded, ...clock } = clockTrust.health();
+  return {
+    ok,
+    status: !ok ? 'unavailable' : degraded !== undefined ? 'degraded' : 'ok',
+    uptimeSeconds: Math.round(uptimeSeconds),
+    ...(typeof degraded === 'string' ? { reasons: [`clock: ${degraded}`] } : {}),
+    clockStatus: clock.clockStatus,
+    storage,
+    clock,
+  };
 }

@@ -17,7 +17,7 @@ t.test('the parts start, listen on the bus, and leave it when they stop', async 
   });
   t.ok(wiring['his.written']?.includes('PointState') === true || wiring['his.written']?.includes('points') === true, 'point state hears history writes itself');
   const started = r.logs.map((l) => JSON.parse(l) as { msg?: string; parts?: string[] }).find((l) => l.msg === 'parts started, and who listens to what');
-  t.same(started?.parts?.slice(0, 3), ['store', 'auth', 'history'], 'the start order is logged');
+  t.same(started?.parts?.slice(0, 4), ['store', 'clock', 'auth', 'history'], 'the start order is logged');
   await r.stop();
   t.same(r.app.wiring(), {}, 'every part left the bus');
 });

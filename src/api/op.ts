@@ -27,6 +27,8 @@ export interface ServerInfo {
   productVersion: string;
   /** Epoch ms of boot. */
   bootTime: number;
+  /** Whether the wall clock can be trusted (lib/clock-trust.ts `ClockStatus`); `about`'s extra column. */
+  clockStatus?: () => string;
 }
 
 /**

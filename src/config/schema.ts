@@ -62,6 +62,12 @@ export interface Config {
   readonly watchMaxPoints: number;
   /** `GET /metrics` answers without authentication (for a Prometheus on a trusted network). */
   readonly metricsOpen: boolean;
+  /**
+   * How the clock is known to be set (docs/clock.md): `auto` waits for systemd-timesyncd's flag
+   * when timesyncd runs on the host; `systemd` always waits for it; `none`: no NTP at the site,
+   * the clock is trusted as set (still never before the floor nor behind the last good time).
+   */
+  readonly clockSync: 'auto' | 'systemd' | 'none';
   /** Local IPv4 address the BACnet/IP socket binds to; `0.0.0.0` for all interfaces. */
   readonly bacnetInterface: string;
   /** Local UDP port of the BACnet/IP socket. */
@@ -264,6 +270,14 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
     env: 'HAYLOFT_METRICS_OPEN',
     default: () => false,
     parse: (raw) => boolean(raw),
+  },
+  clockSync: {
+    env: 'HAYLOFT_CLOCK_SYNC',
+    default: () => 'auto',
+    parse: (raw) => {
+      const v = typeof raw === 'string' ? raw.trim().toLowerCase() : raw;
+      return v === 'auto' || v === 'systemd' || v === 'none' ? { ok: v } : { expected: 'auto, systemd or none' };
+    },
   },
   // BACnet/IP: one UDP socket serves every device (src/drivers/bacnet). It is IPv4 only, so the
   // address is an IPv4 address of this host: not a host name, nor an interface name like eth0.

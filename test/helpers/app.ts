@@ -8,6 +8,7 @@ import { App } from '../../src/app.js';
 import { loadConfig } from '../../src/config/index.js';
 import { findTimeZone } from '../../src/haystack/tz.js';
 import type { Clock } from '../../src/lib/clock.js';
+import type { ClockTrustOptions } from '../../src/lib/clock-trust.js';
 import { createLogger } from '../../src/lib/log.js';
 import { tempDir } from './tmp.js';
 
@@ -56,17 +57,20 @@ export async function tokenRequest(base: string, body: unknown, authorization = 
   return { status: res.status, body: parsed, headers: res.headers };
 }
 
-export async function startApp(t: { teardown(f: () => unknown): void }, opts: { clock?: Clock; env?: Record<string, string>; dir?: string } = {}): Promise<Running> {
+export async function startApp(t: { teardown(f: () => unknown): void }, opts: { clock?: Clock; env?: Record<string, string>; dir?: string; clockTrust?: Pick<ClockTrustOptions, 'floorMs' | 'timesyncDir' | 'timers'> } = {}): Promise<Running> {
   const dir = opts.dir ?? tempDir(t);
   const logs: string[] = [];
   const dest = { write: (s: string) => void logs.push(s) } as unknown as Writable;
   const config = loadConfig({
-    env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_HTTPS_PORT: '0', HAYLOFT_TZ: 'UTC', HAYLOFT_LOG_LEVEL: 'debug', ...(opts.env ?? {}) },
+    env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_HTTPS_PORT: '0', HAYLOFT_TZ: 'UTC', HAYLOFT_LOG_LEVEL: 'debug', HAYLOFT_CLOCK_SYNC: 'none', ...(opts.env ?? {}) },
     zones: { host: () => 'UTC', known: (n) => findTimeZone(n) !== undefined },
   });
   const log = createLogger({ level: 'debug', destination: dest });
   const firstRun = { adminUser: ADMIN.username, adminPassword: ADMIN.password, clientId: CLIENT.id, clientSecret: CLIENT.secret };
-  const start = (): Promise<App> => App.start({ config, log, firstRun, ...(opts.clock ? { clock: opts.clock } : {}) });
+  // Tests do not depend on the host's NTP (clockSync none, above); a hand-moved clock set years
+  // back would be behind the release's date, so it has no floor unless the test gives one.
+  const clockTrust = opts.clockTrust ?? (opts.clock ? { floorMs: 0 } : undefined);
+  const start = (): Promise<App> => App.start({ config, log, firstRun, ...(opts.clock ? { clock: opts.clock } : {}), ...(clockTrust ? { clockTrust } : {}) });
   const r = {} as Running;
   r.dir = dir;
   r.logs = logs;

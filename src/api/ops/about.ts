@@ -1,4 +1,8 @@
-/** `about` (docs/spec/interface.md, GET /api/about): one row describing the server, from ctx.info and the clock. */
+/**
+ * `about` (docs/spec/interface.md, GET /api/about): one row describing the server, from ctx.info and the clock.
+ * Beyond the spec's columns, `clockStatus` says whether `serverTime` can be trusted (docs/clock.md):
+ * an extra column, which grid clients ignore (the spec lets a response hold a subset of its columns).
+ */
 import { HDateTime, HDict, HGrid, HUri } from '../../haystack/values.js';
 import type { Op } from '../op.js';
 
@@ -27,6 +31,7 @@ export const aboutOp: Op = {
       productVersion: info.productVersion,
       vendorName: VENDOR_NAME,
       vendorUri: new HUri(VENDOR_URI),
+      ...(info.clockStatus === undefined ? {} : { clockStatus: info.clockStatus() }),
     });
     return HGrid.fromRows([row]);
   },
