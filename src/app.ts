@@ -288,7 +288,7 @@ export class App {
     const clock = opts.clock ?? systemClock;
     try {
       await app.parts.start(app.watches, app.metrics);
-      const poller = (app.poller = new Poller({ model: app.model, points: app.points, writer: app.writer, history: app.history, drivers: app.drivers, clock, log: app.log }));
+      const poller = (app.poller = new Poller({ model: app.model, points: app.points, writer: app.writer, history: app.history, drivers: app.drivers, clock, log: app.log, trust: app.clockTrust }));
       // A protocol library is loaded when the first record of its kind exists (drivers/kinds.ts).
       await app.drivers.loadFor((tag) => app.model.idsWithTag(tag).length > 0);
       await app.parts.start(driversFollowRecords(app.model, app.drivers, poller, app.log));

@@ -36,6 +36,13 @@ export type ClockStatus = (typeof CLOCK_STATUSES)[number];
 export type ClockSync = 'auto' | 'systemd' | 'none';
 
 export const LAST_GOOD_FILE = 'clock-last-good';
+
+/**
+ * No sample a client writes is dated before 2000: a writer whose clock says so has not set it
+ * (1970, or an RTC reset to 2000-01-01). Not the release's floor: a client backfilling last
+ * year's history from an older system is right to write it (docs/clock.md).
+ */
+export const HIS_WRITE_FLOOR_MS = Date.UTC(2000, 0, 1);
 export const DEFAULT_TIMESYNC_DIR = '/run/systemd/timesync';
 
 export interface ClockTrustOptions {

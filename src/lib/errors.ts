@@ -29,6 +29,8 @@ export const ErrorCodes = {
   STORE_VERSION: 'HL_STORE_VERSION',
   /** A history write whose kind differs from the kind of the samples the point already holds. */
   HIS_KIND: 'HL_HIS_KIND',
+  /** A hisWrite sample dated before 2000, from a writer whose clock is not set (1970): docs/clock.md. */
+  HIS_BEFORE_FLOOR: 'HL_HIS_BEFORE_FLOOR',
   /** A request is malformed in a way that is not about one value (missing column, bad shape). */
   BAD_REQUEST: 'HL_BAD_REQUEST',
   /** A record or point named by id or fully qualified name does not exist. */

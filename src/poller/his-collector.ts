@@ -12,10 +12,17 @@
  * Writes: samples gather in memory and go to the history store in one synced batch per poll
  * cycle. At most one write is in flight: samples arriving meanwhile wait for it and go together
  * in the next batch, so a slow flash card makes batches bigger, not more numerous.
+ *
+ * While the wall clock cannot be trusted (lib/clock-trust.ts: a Pi booted without RTC, before
+ * NTP), samples are not dated with it: they are held in memory with their monotonic reading (at
+ * most `maxHeld`, 100,000 by default; past it the oldest go, counted), and once the clock is
+ * trusted they are written re-dated: now minus the monotonic time elapsed since each was read
+ * (docs/clock.md). Held samples are lost if the daemon stops before the clock is set.
  */
 import { durationMs } from '../haystack/duration.js';
 import { HNumber, type HDict, MARKER } from '../haystack/values.js';
 import { configError } from '../drivers/driver.js';
+import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/log.js';
 import type { HisKind, HisSample, HisWrite, HistoryStore } from '../store/history.js';
 
@@ -59,9 +66,29 @@ export function collectPlan(tags: HDict): CollectPlan | undefined {
   return { intervalMs, cov };
 }
 
+/** Whether the wall clock may date samples (lib/clock-trust.ts ClockTrust). */
+export interface DatingTrust {
+  trusted(): boolean;
+}
+
+export const DEFAULT_MAX_HELD = 100_000;
+
 export interface HisCollectorOptions {
   history: HistoryStore;
   log: Logger;
+  /** With `trust`: the monotonic reading of held samples, and the time they are re-dated at. */
+  clock?: Clock;
+  /** Absent: the clock is always trusted. */
+  trust?: DatingTrust;
+  maxHeld?: number;
+}
+
+/** A sample read while the clock could not be trusted: dated later, by its monotonic reading. */
+interface Held {
+  readonly id: string;
+  readonly kind: HisKind;
+  readonly val: number | boolean | string;
+  readonly mono: number;
 }
 
 export class HisCollector {
@@ -71,10 +98,26 @@ export class HisCollector {
   private writing: Promise<void> | undefined;
   /** Points whose kind differs from their stored history: warned once, not sampled. */
   private readonly kindWarned = new Set<string>();
+  private readonly clock: Clock | undefined;
+  private readonly trust: DatingTrust | undefined;
+  private readonly maxHeld: number;
+  private held: Held[] = [];
+  /** Held samples dropped (the oldest, past maxHeld) since start. */
+  heldDropped = 0;
+  /** The trust asked once per poll cycle (reset by flush), and the monotonic reading then. */
+  private cycle: { trusted: boolean; mono: number } | undefined;
 
   constructor(opts: HisCollectorOptions) {
     this.history = opts.history;
     this.log = opts.log;
+    this.clock = opts.clock;
+    this.trust = opts.clock === undefined ? undefined : opts.trust;
+    this.maxHeld = Math.max(1, opts.maxHeld ?? DEFAULT_MAX_HELD);
+  }
+
+  /** Samples held while the clock cannot be trusted. */
+  get heldCount(): number {
+    return this.held.length;
   }
 
   /** A fresh value of a collecting point, read at `ts`: sampled when its plan says so. */
@@ -100,6 +143,13 @@ export class HisCollector {
     if (!take) return;
     if (p.intervalMs !== undefined) c.lastSlot = Math.floor(ts / p.intervalMs);
     c.lastVal = val;
+    if (this.trust !== undefined) {
+      this.cycle ??= { trusted: this.trust.trusted(), mono: (this.clock as Clock).monotonic() };
+      if (!this.cycle.trusted) {
+        this.hold({ id: c.id, kind: c.kind, val, mono: this.cycle.mono });
+        return;
+      }
+    }
     let e = this.pending.get(c.id);
     if (e === undefined || e.kind !== c.kind) this.pending.set(c.id, (e = { kind: c.kind, samples: [] }));
     e.samples.push({ ts, val });
@@ -108,6 +158,7 @@ export class HisCollector {
   /** Drops the pending samples of a point that is gone (deleted, or no longer collecting). */
   forget(id: string): void {
     this.pending.delete(id);
+    if (this.held.length > 0) this.held = this.held.filter((h) => h.id !== id);
     this.kindWarned.delete(id);
   }
 
@@ -120,6 +171,8 @@ export class HisCollector {
 
   /** Writes what is pending, unless a write is in flight (then it follows that one). */
   flush(): void {
+    this.cycle = undefined;
+    if (this.held.length > 0 && (this.trust as DatingTrust).trusted()) this.release();
     if (this.writing !== undefined || this.pending.size === 0) return;
     const batch = this.pending;
     this.pending = new Map();
@@ -127,6 +180,40 @@ export class HisCollector {
       this.writing = undefined;
       this.flush();
     });
+  }
+
+  private hold(h: Held): void {
+    if (this.held.length === 0) this.log.warn({ maxHeld: this.maxHeld }, 'the clock cannot be trusted: collected history is held in memory until it is set (docs/clock.md)');
+    this.held.push(h);
+    if (this.held.length > this.maxHeld) {
+      // Drop a tenth at once (oldest first): one copy per 10 % rather than per sample.
+      const n = Math.max(1, Math.floor(this.maxHeld / 10));
+      if (this.heldDropped === 0) this.log.warn({ maxHeld: this.maxHeld }, 'the clock is still not trusted: the oldest held history samples are dropped');
+      this.held = this.held.slice(n);
+      this.heldDropped += n;
+    }
+  }
+
+  /** The clock is trusted again: held samples are dated now minus the monotonic time since their read. */
+  private release(): void {
+    const clock = this.clock as Clock;
+    const now = clock.now();
+    const mono = clock.monotonic();
+    const out = new Map<string, { kind: HisKind; samples: HisSample[] }>();
+    for (const h of this.held) {
+      let e = out.get(h.id);
+      if (e === undefined || e.kind !== h.kind) out.set(h.id, (e = { kind: h.kind, samples: [] }));
+      e.samples.push({ ts: now - (mono - h.mono), val: h.val });
+    }
+    this.log.info({ samples: this.held.length, points: out.size }, 'the clock is trusted: held history is written, re-dated by the monotonic clock');
+    this.held = [];
+    // Older than anything pending: they go first.
+    for (const [id, e] of this.pending) {
+      const r = out.get(id);
+      if (r === undefined || r.kind !== e.kind) out.set(id, e);
+      else r.samples.push(...e.samples);
+    }
+    this.pending = out;
   }
 
   /** Resolves when nothing is pending or being written. */

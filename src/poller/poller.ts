@@ -46,7 +46,7 @@ import type { Model, ModelChange } from '../model/model.js';
 import { POINT_KINDS_TEXT, type ConnStatus, type CurStatus, type PointState, driverOf, pointKind, pointUnit, writerOf } from '../model/point-state.js';
 import type { HisKind, HistoryStore } from '../store/history.js';
 import type { PointWriter } from '../model/point-writer.js';
-import { type Collecting, HisCollector, collectPlan } from './his-collector.js';
+import { type Collecting, type DatingTrust, HisCollector, collectPlan } from './his-collector.js';
 import { WriteQueue } from './write-queue.js';
 import { CovManager, DEFAULT_COV_LIFETIME_MS } from './cov.js';
 
@@ -74,6 +74,8 @@ export interface PollerOptions {
   backoff?: { minMs?: number; maxMs?: number };
   /** Poll time of connectors without `pollTime`. */
   defaultPollMs?: number;
+  /** Whether the wall clock may date collected samples (lib/clock-trust.ts); absent: always. */
+  trust?: DatingTrust;
 }
 
 export interface PollerStats {
@@ -189,7 +191,7 @@ export class Poller implements Part {
         ? undefined
         : new WriteQueue({ points: opts.points, writer, events: opts.model.events, clock: opts.clock, log: opts.log, wake: (at) => this.wake(at), ...(opts.backoff ? { backoff: opts.backoff } : {}) });
     // Point state hears the collected history (his tags) as it hears hisWrite's.
-    this.collector = new HisCollector({ history: opts.history, log: opts.log });
+    this.collector = new HisCollector({ history: opts.history, log: opts.log, clock: opts.clock, ...(opts.trust ? { trust: opts.trust } : {}) });
     this.cov = new CovManager({
       clock: this.clock,
       log: this.log,
@@ -276,6 +278,8 @@ export class Poller implements Part {
     metrics.counter('hayloft_connector_read_failures_total', 'Driver reads per connector that found the device down', () => 0, ['connector'], perConnector((s) => s.failures));
     metrics.counter('hayloft_connector_read_seconds_total', 'Seconds spent in driver reads per connector (divide by reads for the mean latency)', () => 0, ['connector'], perConnector((s) => s.seconds));
     metrics.gauge('hayloft_history_backlog_samples', 'Collected history samples not yet written', [], () => this.stats().hisBacklog);
+    metrics.gauge('hayloft_history_held_samples', 'Collected history samples held in memory while the clock cannot be trusted (docs/clock.md)', [], () => this.collector.heldCount);
+    metrics.counter('hayloft_history_held_dropped_total', 'Held history samples dropped (oldest first) because the clock stayed untrusted past the hold limit', () => this.collector.heldDropped);
     metrics.gauge('hayloft_connectors', 'Connectors by connStatus', ['connStatus'], () => {
       const by = new Map<string, number>();
       for (const c of this.model.query('connStatus')) {

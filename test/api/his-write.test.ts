@@ -278,3 +278,14 @@ t.test('large JSON bodies as clients send them (decoded from their bytes): the s
   t.equal((await admin.all('temp')).length, n, 'nothing of the refused requests was written');
   t.same((await admin.all('temp'))[1500], all[1500]);
 });
+
+t.test('samples dated before 2000 come from a writer whose clock is not set: refused, nothing written', async (t) => {
+  const { admin } = await hisWorld(t);
+  const a = await admin.write('plain', [
+    [at(T0), HNumber.of(1)],
+    [at(Date.UTC(1970, 0, 1, 0, 5)), HNumber.of(2)],
+  ]);
+  failed(t, a, 400, ErrorCodes.HIS_BEFORE_FLOOR, /plain: a sample is dated 1970-01-01T00:05:00.000Z, before 2000-01-01.*clock is not set/, 'a 1970 sample');
+  t.same(await admin.all('plain'), [], 'nothing written, not even the good sample');
+  ok(t, await admin.write('plain', [[at(Date.UTC(2001, 0, 1)), HNumber.of(3)]]), 'an old sample after 2000 (a backfill) is taken');
+});

@@ -11,6 +11,7 @@ import { silentLogger } from '../../src/lib/log.js';
 import { Model } from '../../src/model/model.js';
 import { PointState } from '../../src/model/point-state.js';
 import { Poller } from '../../src/poller/poller.js';
+import { HisCollector } from '../../src/poller/his-collector.js';
 import { Store } from '../../src/store/db.js';
 import { HistoryStore, toSamples } from '../../src/store/history.js';
 import { RecordStore } from '../../src/store/records.js';
@@ -30,7 +31,7 @@ interface World {
   run(ms: number, step?: number): Promise<void>;
 }
 
-async function world(t: Test): Promise<World> {
+async function world(t: Test, trust?: { trusted(): boolean }): Promise<World> {
   const store = await Store.open(tempDir(t));
   const clock = new ManualClock(T0);
   const model = await Model.load({ records: new RecordStore(store), clock });
@@ -39,7 +40,7 @@ async function world(t: Test): Promise<World> {
   const fake = new FakeDriver();
   const points = new PointState({ model, history, drivers: [fake] });
   await points.start();
-  const poller = new Poller({ model, points, history, drivers: new DriverRegistry([fake]), clock, log: silentLogger(), timers: false, backoff: { minMs: 1000, maxMs: 4000 } });
+  const poller = new Poller({ model, points, history, drivers: new DriverRegistry([fake]), clock, log: silentLogger(), timers: false, backoff: { minMs: 1000, maxMs: 4000 }, ...(trust ? { trust } : {}) });
   t.teardown(async () => {
     await poller.stop();
     await points.stop();
@@ -128,4 +129,57 @@ t.test('a down connector is retried on its backoff whatever the wall clock does'
   await w.run(5000);
   t.equal(w.model.get('c1')?.get('connStatus'), 'ok', 'retried within its backoff (4 s at most)');
   t.same(w.model.get('p1')?.get('curVal'), num(2));
+});
+
+t.test('while the clock cannot be trusted: polling goes on, collected history is held, then written re-dated', async (t) => {
+  let trusted = false;
+  const w = await world(t, { trusted: () => trusted });
+  // The Pi booted in 1970 (no RTC); NTP will step the clock.
+  w.clock.stepWall(Date.UTC(1970, 0, 1) - w.clock.now());
+  const d = w.fake.device('d1');
+  d.set({ a: 1 });
+  await w.model.create(rows(conn('c1'), { id: ref('p1'), point: MARKER, cur: MARKER, kind: 'Number', fakeConnRef: ref('c1'), fakeCur: 'a', his: MARKER, hisCollectCov: MARKER }));
+  w.poller.start();
+  for (let i = 1; i <= 5; i++) {
+    d.set({ a: i });
+    await w.run(1000);
+  }
+  t.same(w.model.get('p1')?.get('curVal'), num(5), 'live values go on');
+  t.equal(toSamples(await w.history.read('p1')).length, 0, 'nothing stored under a 1970 date');
+  t.equal(w.poller.stats().hisBacklog, 0);
+
+  // NTP sets the clock; 2 s later the clock is known good.
+  w.clock.stepWall(T0 - w.clock.now());
+  await w.run(2000);
+  trusted = true;
+  d.set({ a: 6 });
+  await w.run(1000);
+  const samples = toSamples(await w.history.read('p1'));
+  t.same(samples.map((x) => x.val), [1, 2, 3, 4, 5, 6], 'every held sample written, in order, with the first after trust');
+  t.same(
+    samples.map((x) => x.ts - T0),
+    // Read at monotonic +100 ms, then +2 s ... +5 s; the step at +5 s; trusted and released at +8 s.
+    [-4900, -3000, -2000, -1000, 0, 3000],
+    'held samples dated by the monotonic time since their read',
+  );
+  t.ok(samples.every((x) => x.ts > Date.UTC(2000, 0, 1)), 'none in 1970');
+});
+
+t.test('the hold is bounded: the oldest go first, counted', async (t) => {
+  const clock = new ManualClock(0);
+  const written: number[] = [];
+  const history = { stats: () => ({ kind: undefined }), writeMany: async (ws: { samples: { val: unknown }[] }[]) => void written.push(...ws.flatMap((x) => x.samples.map((s) => s.val as number))) };
+  let trusted = false;
+  const c = new HisCollector({ history: history as never, log: silentLogger(), clock, trust: { trusted: () => trusted }, maxHeld: 10 });
+  const point = { id: 'p', kind: 'Number' as const, plan: { intervalMs: undefined, cov: 0 }, lastSlot: -Infinity, lastVal: undefined };
+  for (let i = 0; i < 25; i++) {
+    c.offer(point, i, clock.now());
+    c.flush();
+    clock.advance(1000);
+  }
+  t.ok(c.heldCount <= 10, `at most maxHeld held (${c.heldCount})`);
+  t.equal(c.heldDropped + c.heldCount, 25, 'what is not held was counted as dropped');
+  trusted = true;
+  await c.idle();
+  t.same(written, Array.from({ length: c.heldDropped === 0 ? 25 : 25 - c.heldDropped }, (_, k) => k + c.heldDropped), 'the newest are written');
 });

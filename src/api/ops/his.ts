@@ -19,6 +19,7 @@ import { REL, type TimeZone } from '../../haystack/tz.js';
 import { HDate, HDateTime, HDict, HGrid, HNumber, HRef, type HVal, NA, newRecord } from '../../haystack/values.js';
 import { zincVal } from '../../haystack/zinc.js';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
+import { HIS_WRITE_FLOOR_MS } from '../../lib/clock-trust.js';
 import { pointUnit, pointValue, pointZone } from '../../model/point-state.js';
 import { historizedKind, readHistory } from '../his-points.js';
 import { type Op, type OpRequest } from '../op.js';
@@ -251,7 +252,25 @@ function writeRequest(req: OpRequest): { points: Point[]; writes: (HisWrite | Hi
       if (columns.ts.length > 0) writes.push(columns);
     } else if (samples.length > 0) writes.push({ pointId: point.id, kind: point.kind, samples });
   }
+  for (const w of writes) beforeFloor(req, w, HIS_WRITE_FLOOR_MS);
   return { points: [...byPoint.values()].map((x) => x.point), writes };
+}
+
+/**
+ * Samples dated before 2000 come from a writer whose clock is not set (1970 on a device without
+ * RTC): filed under that date they would stay wrong for good, here and upstream. The whole
+ * request is refused (docs/clock.md).
+ */
+function beforeFloor(req: OpRequest, w: HisWrite | HisColumnsWrite, floor: number): void {
+  let min = Infinity;
+  if ('samples' in w) for (const s of w.samples) min = Math.min(min, s.ts);
+  else for (let i = 0; i < w.ts.length; i++) min = Math.min(min, w.ts[i] as number);
+  if (min >= floor) return;
+  const iso = (t: number): string => new Date(t).toISOString();
+  throw new HayloftError(
+    ErrorCodes.HIS_BEFORE_FLOOR,
+    `${req.ctx.model.nameOf(w.pointId)}: a sample is dated ${iso(min)}, before ${iso(floor)}: the writer's clock is not set; nothing was written`,
+  );
 }
 
 export const hisWriteOp: Op = {
