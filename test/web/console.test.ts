@@ -267,6 +267,12 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   await page.getByText(/^hayloft \d/i).waitFor();
   await page.locator('.facts dd', { hasText: 'KB' }).or(page.locator('.facts dd', { hasText: 'MB' })).first().waitFor();
   await page.getByRole('cell', { name: ADMIN.username }).waitFor();
+  // The clock's state (docs/clock.md), as /api/health says it, with the server's time from about.
+  const clockRow = page.locator('.facts dd.clock');
+  await clockRow.locator('.status').waitFor();
+  const clockHealth = (await (await fetch(`${s.base}/api/health`)).json()) as { clockStatus: string };
+  t.equal(await clockRow.getAttribute('data-clock'), clockHealth.clockStatus, 'the System page shows the clock status of /api/health');
+  t.match(await clockRow.innerText(), new RegExp(`^${clockHealth.clockStatus}\\s+server time .*\\d{4}`), 'with the server time');
   await shot(page, 'laptop-system');
 
   await page.getByRole('link', { name: 'Edit' }).click();

@@ -1,5 +1,6 @@
 /**
- * The gateway itself: health, version, uptime, store size and uplink backlog (from /api/health,
+ * The gateway itself: health, the clock (whether it can date history: docs/clock.md), version,
+ * uptime, store size and uplink backlog (from /api/health,
  * about and /metrics), a backup download and the users and roles (for administrators, as the
  * server allows), impersonation, and changing one's own password.
  */
@@ -12,6 +13,14 @@ interface Health {
   status: string;
   uptimeSeconds: number;
   storage: { status: string; sizeBytes?: number };
+  /** Absent on servers from before the clock was watched. */
+  clockStatus?: string;
+  clock?: { trusted?: boolean; reason?: string };
+}
+
+/** A clock status as the Status badge shows it: trusted ones look ok, the others stale (history is held). */
+function clockBadge(s: string, trusted: boolean | undefined): string {
+  return s === 'ok' ? 'ok' : trusted === true ? 'stepped' : 'untrusted';
 }
 
 function duration(s: number): string {
@@ -123,6 +132,20 @@ export function System({ session, onImpersonate }: { session: Session; onImperso
         <dl class="facts">
           <dt>Status</dt>
           <dd>{health === undefined ? '…' : <Status status={health.ok ? 'ok' : 'down'} title={health.status} />}</dd>
+          <dt>Clock</dt>
+          <dd class="clock" data-clock={health?.clockStatus}>
+            {health?.clockStatus === undefined ? (
+              '…'
+            ) : (
+              <>
+                <span class={`status s-${clockBadge(health.clockStatus, health.clock?.trusted)}`} title={health.clock?.reason}>
+                  {health.clockStatus}
+                </span>
+                {about !== undefined && <span class="clock-time muted">server time {show(about.serverTime)}</span>}
+                {health.clock?.reason !== undefined && <span class="clock-reason">{health.clock.reason}{health.clock.trusted === false ? ': history is held until the clock is set' : ''}</span>}
+              </>
+            )}
+          </dd>
           <dt>Version</dt>
           <dd>{about === undefined ? '…' : `${str(about.productName)} ${str(about.productVersion)}`}</dd>
           <dt>Server</dt>
