@@ -4,8 +4,9 @@
 # server imports even for TCP), socat (virtual serial cables for RTU), chromium (the browser the
 # console's tests drive through playwright-core, which cannot download its own here),
 # mosquitto (the MQTT broker of the Sparkplug tests; openssl makes their certificates) and,
-# optionally, tshark (an independent BACnet decoder) and qemu-user-static with arm64 C libraries
-# (the arm64 smoke check). Run by `npm test` before tap.
+# optionally, tshark (an independent BACnet decoder), qemu-user-static with arm64 C libraries
+# (the arm64 smoke check) and faketime (libfaketime: clock steps of the daemon). Run by `npm
+# test` before tap.
 #
 # Idempotent and quick when everything is there (one dpkg-query). When installing is impossible
 # (not root and no sudo, no apt, no network) it says so and exits 0: the tests that need a missing
@@ -13,8 +14,9 @@
 set -u
 
 REQUIRED="python3-pymodbus python3-serial-asyncio socat mosquitto openssl chromium"
-# qemu-user-static and the arm64 C libraries run the arm64 smoke check (test/scripts/arm64.test.ts).
-OPTIONAL="tshark qemu-user-static libc6-arm64-cross libstdc++6-arm64-cross libgcc-s1-arm64-cross"
+# qemu-user-static and the arm64 C libraries run the arm64 smoke check (test/scripts/arm64.test.ts);
+# faketime steps the daemon's clock (test/poller/clock-faketime.test.ts).
+OPTIONAL="tshark qemu-user-static libc6-arm64-cross libstdc++6-arm64-cross libgcc-s1-arm64-cross faketime"
 
 missing() {
   for p in "$@"; do

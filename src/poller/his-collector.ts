@@ -203,7 +203,8 @@ export class HisCollector {
     for (const h of this.held) {
       let e = out.get(h.id);
       if (e === undefined || e.kind !== h.kind) out.set(h.id, (e = { kind: h.kind, samples: [] }));
-      e.samples.push({ ts: now - (mono - h.mono), val: h.val });
+      // Whole milliseconds: the monotonic clock has fractions, history stores epoch ms.
+      e.samples.push({ ts: Math.round(now - (mono - h.mono)), val: h.val });
     }
     this.log.info({ samples: this.held.length, points: out.size }, 'the clock is trusted: held history is written, re-dated by the monotonic clock');
     this.held = [];
