@@ -210,7 +210,7 @@ export class App {
       await parts.start({ name: 'drivers', stop: () => drivers.close() });
       const points = new PointState({ model, history, drivers: drivers.tags() });
       await parts.start(historyFollowsPoints(model, history, log));
-      const writer = new PointWriter({ model, points, store: new WriteStore(store), clock, log });
+      const writer = new PointWriter({ model, points, store: new WriteStore(store), clock, log, trust: clockTrust });
       // Timed overrides that ended while stopped are relinquished before anything reads them.
       await parts.start(writer, metrics);
       const watches = new WatchManager({

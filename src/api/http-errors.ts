@@ -36,6 +36,7 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   // (docs/errors.md: 400); without this line the code fell through to 500 and hid its message.
   [ErrorCodes.HIS_KIND]: 400,
   [ErrorCodes.HIS_BEFORE_FLOOR]: 400,
+  [ErrorCodes.CLOCK_UNTRUSTED]: 503,
   // Auth (docs/spec/wire-notes.md §2 and §3). The token endpoint's OAuth JSON body and impersonation's bare
   // `Cannot impersonate` text are written by their handlers; the statuses are decided here.
   [ErrorCodes.UNAUTHORIZED]: 401,

@@ -37,6 +37,11 @@ export type ClockSync = 'auto' | 'systemd' | 'none';
 
 export const LAST_GOOD_FILE = 'clock-last-good';
 
+/** What a part that dates what it stores asks (ClockTrust answers; absent: always trusted). */
+export interface DatingTrust {
+  trusted(): boolean;
+}
+
 /**
  * No sample a client writes is dated before 2000: a writer whose clock says so has not set it
  * (1970, or an RTC reset to 2000-01-01). Not the release's floor: a client backfilling last
@@ -97,7 +102,7 @@ export function buildFloor(): number {
 
 const HOUR = 3_600_000;
 
-export class ClockTrust implements Part {
+export class ClockTrust implements Part, DatingTrust {
   readonly name = 'clock';
   private readonly o: Required<Omit<ClockTrustOptions, 'dataDir' | 'floorMs'>> & { dataDir: string | null };
   readonly floor: number;

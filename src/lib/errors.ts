@@ -31,6 +31,8 @@ export const ErrorCodes = {
   HIS_KIND: 'HL_HIS_KIND',
   /** A hisWrite sample dated before 2000, from a writer whose clock is not set (1970): docs/clock.md. */
   HIS_BEFORE_FLOOR: 'HL_HIS_BEFORE_FLOOR',
+  /** Something that needs a set clock (a timed override) asked while it cannot be trusted: docs/clock.md. */
+  CLOCK_UNTRUSTED: 'HL_CLOCK_UNTRUSTED',
   /** A request is malformed in a way that is not about one value (missing column, bad shape). */
   BAD_REQUEST: 'HL_BAD_REQUEST',
   /** A record or point named by id or fully qualified name does not exist. */

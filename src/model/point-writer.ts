@@ -11,6 +11,10 @@
  *   when the corrected clock reaches its end (the timer looks again at least hourly).
  * - Every change is stored (write-store.ts, synced) before write() resolves, with its audit
  *   entry in the same batch; refused writes are audited too, and every write is logged.
+ * - While the clock cannot be trusted (lib/clock-trust.ts), writes still work and are stored,
+ *   but their audit entries are held in memory (at most 1,000) and stored once it is, re-dated by
+ *   the monotonic clock, so none is filed under 1970; a timed override is refused
+ *   (HL_CLOCK_UNTRUSTED): its end would be a wrong time (docs/clock.md).
  * - Values are checked against the point: its kind; for Numbers the unit (converted to the
  *   point's when another unit of the same quantity is given, refused otherwise) and
  *   `minVal`/`maxVal`; for Strs an `enum` list when there is one.
@@ -25,6 +29,7 @@ import { durationMs } from '../haystack/duration.js';
 import { convertUnit } from '../haystack/units.js';
 import { type HDict, HNumber, type HRef, type HVal, equals } from '../haystack/values.js';
 import type { Clock } from '../lib/clock.js';
+import type { DatingTrust } from '../lib/clock-trust.js';
 import { ErrorCodes, HayloftError, isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { AuditEntry, StoredLevel, WriteStore } from '../store/write-store.js';
@@ -91,7 +96,11 @@ export interface PointWriterOptions {
   store: WriteStore;
   clock: Clock;
   log: Logger;
+  /** Whether the wall clock may date audit entries and timed overrides; absent: always. */
+  trust?: DatingTrust;
 }
+
+const MAX_HELD_AUDIT = 1000;
 
 function bad(message: string): HayloftError {
   return new HayloftError(ErrorCodes.BAD_REQUEST, message);
@@ -131,6 +140,10 @@ export class PointWriter implements Part {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private timerAt = Infinity;
   private running = false;
+  private readonly trust: DatingTrust | undefined;
+  /** Audit entries of writes made while the clock could not be trusted, with their monotonic time. */
+  private heldAudit: { entry: AuditEntry; mono: number }[] = [];
+  private heldTimer: ReturnType<typeof setInterval> | undefined;
 
   constructor(opts: PointWriterOptions) {
     this.model = opts.model;
@@ -138,6 +151,7 @@ export class PointWriter implements Part {
     this.store = opts.store;
     this.clock = opts.clock;
     this.log = opts.log;
+    this.trust = opts.trust;
   }
 
   /** Loads every array (ended levels dropped), shows the write tags of writable points. */
@@ -168,12 +182,66 @@ export class PointWriter implements Part {
     this.schedule();
   }
 
-  stop(): void {
+  async stop(): Promise<void> {
     this.running = false;
     this.model.events.off(this);
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
     this.timerAt = Infinity;
+    await this.serialise(() => this.releaseAudit());
+    if (this.heldTimer !== undefined) clearInterval(this.heldTimer);
+    this.heldTimer = undefined;
+    if (this.heldAudit.length > 0) {
+      // Never filed under a wrong date; the log has every write (logWrite).
+      this.log.warn({ entries: this.heldAudit.length }, 'stopping before the clock was set: the audit entries of writes made meanwhile are not stored (each write is in the log)');
+      this.heldAudit = [];
+    }
+  }
+
+  /** Audit entries held while the clock cannot be trusted. */
+  get heldAuditCount(): number {
+    return this.heldAudit.length;
+  }
+
+  /** Stores the held audit entries once the clock is trusted, dated now less the monotonic time since each write. */
+  private async releaseAudit(): Promise<void> {
+    if (this.heldAudit.length === 0 || this.trust?.trusted() === false) return;
+    const now = this.clock.now();
+    const mono = this.clock.monotonic();
+    const held = this.heldAudit;
+    this.heldAudit = [];
+    try {
+      await this.store.save(
+        [],
+        held.map((h) => ({ ...h.entry, ts: Math.round(now - (mono - h.mono)) })),
+      );
+      this.log.info({ entries: held.length }, 'the clock is trusted: held audit entries stored, re-dated by the monotonic clock');
+    } catch (err) {
+      this.log.error({ err, entries: held.length }, 'cannot store the held audit entries');
+    }
+    if (this.heldTimer !== undefined) clearInterval(this.heldTimer);
+    this.heldTimer = undefined;
+  }
+
+  /** Keeps an audit entry of a write made while the clock cannot be trusted; looks every 5 s whether it can. */
+  private holdAudit(entry: AuditEntry): void {
+    if (this.heldAudit.length === 0) this.log.warn('the clock cannot be trusted: audit entries of point writes are held until it is set (docs/clock.md)');
+    this.heldAudit.push({ entry, mono: this.clock.monotonic() });
+    if (this.heldAudit.length > MAX_HELD_AUDIT) this.heldAudit.shift();
+    if (this.heldTimer === undefined && this.running) {
+      this.heldTimer = setInterval(() => void this.serialise(() => this.releaseAudit()), 5000);
+      this.heldTimer.unref();
+    }
+  }
+
+  /** Stores levels with their audit entries, or holds the entries while the clock cannot be trusted. */
+  private async saveAudited(changes: { pointId: string; levels: StoredLevel[] }[], entry: AuditEntry, dated: boolean): Promise<void> {
+    if (dated) {
+      await this.store.save(changes, [entry]);
+      return;
+    }
+    if (changes.length > 0) await this.store.save(changes, []);
+    this.holdAudit(entry);
   }
 
   /** Whether a record is a writable point. */
@@ -220,6 +288,8 @@ export class PointWriter implements Part {
   write(req: PointWriteRequest): Promise<Effective> {
     return this.serialise(async () => {
       await this.expireNow();
+      await this.releaseAudit();
+      const dated = this.trust?.trusted() !== false;
       const now = this.clock.now();
       const asked = req.val ?? null;
       const who = typeof req.who === 'string' && req.who !== '' ? req.who : req.actor.user;
@@ -249,6 +319,7 @@ export class PointWriter implements Part {
           durationMsAsked = ms;
           if (req.level !== MANUAL_LEVEL) throw bad(`duration is for level ${MANUAL_LEVEL} (manual) only, not level ${req.level}`);
           if (asked === null) throw bad('duration needs a val: relinquishing a level takes no duration');
+          if (!dated) throw new HayloftError(ErrorCodes.CLOCK_UNTRUSTED, 'the clock is not set yet (docs/clock.md): a timed override would end at a wrong time; write without a duration, or again once the clock is set');
         }
         req.authorize?.(rec, req.level);
         val = asked === null ? null : this.checkValue(id, rec, asked);
@@ -259,7 +330,7 @@ export class PointWriter implements Part {
         const entry = audit(code, msg, asked);
         this.logWrite(entry);
         try {
-          await this.store.save([], [entry]);
+          await this.saveAudited([], entry, dated);
         } catch (err) {
           this.log.error({ err }, 'cannot store an audit entry of a refused point write');
         }
@@ -269,7 +340,7 @@ export class PointWriter implements Part {
       if (stored === null) next.delete(req.level);
       else next.set(req.level, stored);
       const entry = audit('ok', null, val);
-      await this.store.save([{ pointId, levels: [...next.values()].sort((a, b) => a.level - b.level) }], [entry]);
+      await this.saveAudited([{ pointId, levels: [...next.values()].sort((a, b) => a.level - b.level) }], entry, dated);
       // In memory only once stored: what the array shows is always on disk.
       if (next.size === 0) this.arrays.delete(pointId);
       else this.arrays.set(pointId, next);

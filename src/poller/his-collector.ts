@@ -23,6 +23,7 @@ import { durationMs } from '../haystack/duration.js';
 import { HNumber, type HDict, MARKER } from '../haystack/values.js';
 import { configError } from '../drivers/driver.js';
 import type { Clock } from '../lib/clock.js';
+import type { DatingTrust } from '../lib/clock-trust.js';
 import type { Logger } from '../lib/log.js';
 import type { HisKind, HisSample, HisWrite, HistoryStore } from '../store/history.js';
 
@@ -66,10 +67,7 @@ export function collectPlan(tags: HDict): CollectPlan | undefined {
   return { intervalMs, cov };
 }
 
-/** Whether the wall clock may date samples (lib/clock-trust.ts ClockTrust). */
-export interface DatingTrust {
-  trusted(): boolean;
-}
+export type { DatingTrust };
 
 export const DEFAULT_MAX_HELD = 100_000;
 

@@ -6,6 +6,7 @@
 import t from 'tap';
 import { HDict, HNumber, HRef, MARKER, type HVal } from '../../src/haystack/values.js';
 import { ManualClock } from '../../src/lib/clock.js';
+import { ErrorCodes } from '../../src/lib/errors.js';
 import { silentLogger } from '../../src/lib/log.js';
 import { Model } from '../../src/model/model.js';
 import { PointState } from '../../src/model/point-state.js';
@@ -72,4 +73,46 @@ t.test('events, expiry, audit bound, deletion', async (t) => {
   writer.stop();
   await history.stop();
   await store.close();
+});
+
+t.test('while the clock cannot be trusted: writes work, audit entries are held and stored re-dated, timed overrides refused', async (t) => {
+  const store = await Store.open(tempDir(t));
+  const clock = new ManualClock(Date.UTC(1970, 0, 1, 0, 1));
+  const model = await Model.load({ records: new RecordStore(store), clock });
+  const history = new HistoryStore(store);
+  await history.start();
+  const points = new PointState({ model, history, drivers: [] });
+  let trusted = false;
+  const writer = new PointWriter({ model, points, store: new WriteStore(store), clock, log: silentLogger(), trust: { trusted: () => trusted } });
+  await writer.start();
+  t.teardown(async () => {
+    await writer.stop();
+    await history.stop();
+    await store.close();
+  });
+  await model.create([d({ id: new HRef('a'), point: MARKER, writable: MARKER, kind: 'Number' })]);
+  const actor = { user: 'svc' };
+  await writer.write({ id: 'a', level: 12, val: HNumber.of(3), actor });
+  t.same(model.get('a')?.get('writeVal'), HNumber.of(3), 'the write works');
+  await t.rejects(writer.write({ id: 'a', level: 8, val: HNumber.of(5), duration: HNumber.of(1, 'min'), actor }), { code: ErrorCodes.CLOCK_UNTRUSTED }, 'a timed override would end at a wrong time: refused');
+  t.same(model.get('a')?.get('writeLevel'), HNumber.of(12), 'and changed nothing');
+  t.same(await writer.readAudit({ limit: 10 }), [], 'no audit entry stored under 1970');
+  t.equal(writer.heldAuditCount, 2, 'both held (the write and the refusal)');
+
+  // NTP sets the clock 10 s later.
+  clock.advance(10_000);
+  clock.stepWall(T0 - clock.now());
+  trusted = true;
+  await writer.write({ id: 'a', level: 16, val: HNumber.of(1), actor });
+  const audit = await writer.readAudit({ limit: 10 });
+  t.same(
+    audit.map((e) => [e.level, e.result, e.ts - T0]),
+    [
+      [16, 'ok', 0],
+      [8, ErrorCodes.CLOCK_UNTRUSTED, -10_000],
+      [12, 'ok', -10_000],
+    ],
+    'the held entries stored, dated by the monotonic time since each write',
+  );
+  t.equal(writer.heldAuditCount, 0);
 });
