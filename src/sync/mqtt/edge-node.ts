@@ -172,7 +172,8 @@ export class EdgeNode implements Part {
   private started = false;
   private counters = { liveSamples: 0, historicalSamples: 0, messages: 0, connects: 0, failures: 0, commandsRefused: 0 };
   private lastError: string | null = null;
-  private flushedAt = 0;
+  /** Monotonic time of the last cursor flush (a wall-clock step must not hold flushes back). */
+  private flushedAt = -Infinity;
   /** When the last pass began: passes run at the interval, not the interval after each other. */
   private passAt = 0;
 
@@ -647,7 +648,7 @@ export class EdgeNode implements Part {
     }
     await this.outbox.advance(sent);
     if (sent.some((x) => x.late === null)) {
-      const at = this.o.clock.now();
+      const at = this.o.clock.monotonic();
       // Draining a backlog (more to come): stored every pass, so a crash mid-drain sends at most
       // one pass again; live, every CURSOR_FLUSH_MS.
       if (more || at - this.flushedAt >= CURSOR_FLUSH_MS) {
