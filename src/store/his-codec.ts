@@ -420,18 +420,35 @@ export function encodeDecimal(ts: ArrayLike<number>, val: ArrayLike<number>, fro
   // The digits each value needs, and how many values need each count.
   const need = new Uint8Array(n);
   const hist = new Uint32Array(NO_DIGITS + 1);
+  let none = 0;
+  let last = 0; // the previous value's digits: neighbours mostly need as many
   for (let i = 0; i < n; i++) {
     const v = val[from + i] as number;
     let d = NO_DIGITS;
     if (Number.isFinite(v) && !(v === 0 && 1 / v < 0)) {
-      for (let s = 0; s <= MAX_SCALE; s++) {
-        const q = POW10[s] as number;
-        if (Math.round(v * q) / q === v) {
-          d = s;
-          break;
+      let q = POW10[last] as number;
+      if (Math.round(v * q) / q === v) {
+        // Fits at `last`: step down while it still fits.
+        d = last;
+        while (d > 0) {
+          q = POW10[d - 1] as number;
+          if (Math.round(v * q) / q !== v) break;
+          d--;
+        }
+      } else {
+        for (let s = last + 1; s <= MAX_SCALE; s++) {
+          q = POW10[s] as number;
+          if (Math.round(v * q) / q === v) {
+            d = s;
+            break;
+          }
         }
       }
     }
+    if (d === NO_DIGITS) {
+      // Random floats: give up as soon as they are more than the exceptions allowed.
+      if (++none > maxExc) return null;
+    } else last = d;
     need[i] = d;
     hist[d] = (hist[d] as number) + 1;
   }
