@@ -62,6 +62,20 @@ t.test('a failed write suspends all writes; the next check reopens, nothing ackn
   t.match(await keeper.health(), { ok: true, status: 'open', formatVersion: 1 });
 });
 
+t.test('after a reopen history reads its metadata again from the disk', async (t) => {
+  const { store, history, keeper } = await world(t);
+  // Another writer of the same folder (what a failed write may leave, here on purpose): memory
+  // does not know of it until the reopen reads the disk again.
+  const other = new HistoryStore(store);
+  await other.start();
+  await other.write('q', 'Number', [{ ts: 5000, val: 5 }]);
+  t.equal(history.stats('q').size, 0, 'not in memory yet');
+  store.writeFailed(new Error('IO error'));
+  await keeper.check();
+  t.same(history.stats('q'), { kind: 'Number', size: 1, start: 5000, end: 5000 }, 'read again on reopening');
+  t.same(history.points().sort(), ['q'], 'every point with history');
+});
+
 t.test('no reopen while the disk has no room for it; a full disk does not ask for a restart', async (t) => {
   const { store, keeper, reading } = await world(t, 100 * 1024);
   store.writeFailed(new Error('IO error: No space left on device'));
