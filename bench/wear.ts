@@ -243,7 +243,7 @@ async function main(): Promise<void> {
 (its own process${strace ? ', run under `strace -f --seccomp-bpf -e trace=fsync,fdatasync`' : ''}) on a data folder ${fs === null ? 'in the temp folder (no block-device figure)' : 'on a dedicated 2 GB ext4 image, loop-mounted (default mount options)'};
 ${DEVICES} simulated Modbus TCP devices (another process) of ${PER} sensor-like holding registers, one
 connector each polled every second, every point \`hisCollectInterval: 1s\`, \`modbusScale: 0.1\`.
-Measured over ${wall.toFixed(0)} s (one seal cycle: ${SECONDS} samples a point, chunk size 1,024) after ${WARMUP} s of polling.
+Measured over ${wall.toFixed(0)} s (${SECONDS % 1024 === 0 ? `${SECONDS / 1024} seal cycle(s): every point's tail sealed once every 1,024 samples` : 'not a whole number of seal cycles (1,024 s each): the bytes of seals are over- or under-counted'}) after ${WARMUP} s of polling.
 Samples: those stored in the window, read back with hisRead (${samples.toLocaleString('en')} of ${r.expected.toLocaleString('en')} expected; ${short} points short).
 
 | figure | window | per polled sample | per second |
