@@ -69,6 +69,16 @@ export function numberArg(name: string, def: number): number {
   return n;
 }
 
+/** The word after `--name` on the command line, or undefined when the option is absent. */
+export function stringArg(name: string): string | undefined {
+  const args = process.argv.slice(2);
+  const i = args.indexOf(name);
+  if (i < 0) return undefined;
+  const v = args[i + 1];
+  if (v === undefined || v.startsWith('--')) throw new Error(`${name} needs a value`);
+  return v;
+}
+
 /** Whether `--name` is on the command line. */
 export function hasFlag(name: string): boolean {
   return process.argv.slice(2).includes(name);
@@ -102,6 +112,15 @@ export interface Daemon {
   port: number;
   base: string;
   dir: string;
+  /** Started under a wrapper (strace...): stopped by signalling the server itself. */
+  wrapped: boolean;
+}
+
+export interface DaemonOptions {
+  /** The data folder to use (kept by stopDaemon unless asked): default a fresh temp folder. */
+  dir?: string;
+  /** A command the daemon runs under, e.g. ['strace', '-f', ...]: it gets node and its args. */
+  wrap?: string[];
 }
 
 /**
@@ -109,9 +128,9 @@ export interface Daemon {
  * folder, with no Node flags and no GLIBC_TUNABLES from this process (the daemon applies its own,
  * src/lib/runtime.ts), HTTP and HTTPS on ephemeral ports of 127.0.0.1.
  */
-export async function startDaemon(args: string[] = [], extraEnv: Record<string, string> = {}): Promise<Daemon> {
+export async function startDaemon(args: string[] = [], extraEnv: Record<string, string> = {}, opts: DaemonOptions = {}): Promise<Daemon> {
   const cli = new URL('../src/cli.js', import.meta.url).pathname;
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'hayloft-bench-'));
+  const dir = opts.dir ?? mkdtempSync(path.join(os.tmpdir(), 'hayloft-bench-'));
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     HAYLOFT_DATA_DIR: dir,
@@ -130,7 +149,10 @@ export async function startDaemon(args: string[] = [], extraEnv: Record<string, 
   delete env.NODE_OPTIONS;
   delete env.GLIBC_TUNABLES;
   delete env.HAYLOFT_RELAUNCHED;
-  const proc = spawn(process.execPath, [cli, 'serve', ...args], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const command = [process.execPath, cli, 'serve', ...args];
+  const wrap = opts.wrap ?? [];
+  const argv = [...wrap, ...command];
+  const proc = spawn(argv[0] as string, argv.slice(1), { env, stdio: ['ignore', 'pipe', 'inherit'] });
   const { port, pid } = await new Promise<{ port: number; pid: number }>((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error(`the server did not start: ${out}`)), 60_000);
@@ -146,15 +168,41 @@ export async function startDaemon(args: string[] = [], extraEnv: Record<string, 
       out = out.slice(out.lastIndexOf('\n') + 1);
     });
   });
-  return { proc, pid, port, base: `http://127.0.0.1:${port}`, dir };
+  return { proc, pid, port, base: `http://127.0.0.1:${port}`, dir, wrapped: wrap.length > 0 };
 }
 
-export async function stopDaemon(d: Daemon): Promise<void> {
-  const exited = new Promise((r) => d.proc.on('exit', r));
-  d.proc.kill('SIGTERM');
+/** Stops the daemon (SIGTERM, as systemd does) and removes its data folder unless `keep`. */
+export async function stopDaemon(d: Daemon, keep = false): Promise<void> {
+  const exited = d.proc.exitCode !== null || d.proc.signalCode !== null ? Promise.resolve() : new Promise((r) => d.proc.on('exit', r));
+  // A wrapper (strace) would not pass the signal on: the server gets it (on Node 20 its launcher
+  // then ends with it).
+  if (d.wrapped) process.kill(d.pid, 'SIGTERM');
+  else d.proc.kill('SIGTERM');
   await exited;
-  rmSync(d.dir, { recursive: true, force: true });
+  if (!keep) rmSync(d.dir, { recursive: true, force: true });
 }
+
+/** Counters of /proc/<pid>/io (bytes and calls; write_bytes is what reached the block layer). */
+export function procIo(pid: number): Record<'rchar' | 'wchar' | 'syscr' | 'syscw' | 'read_bytes' | 'write_bytes' | 'cancelled_write_bytes', number> {
+  const out: Record<string, number> = {};
+  for (const line of readFileSync(`/proc/${pid}/io`, 'utf8').split('\n')) {
+    const [k, v] = line.split(':');
+    if (k !== undefined && v !== undefined) out[k.trim()] = Number(v.trim());
+  }
+  return out;
+}
+
+/** CPU time of the process, user and system, in milliseconds (/proc/<pid>/stat, all threads). */
+export function procCpuMs(pid: number): { user: number; system: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces), counted from field 3 (state).
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const tick = 1000 / CLOCK_TICKS;
+  return { user: Number(f[11]) * tick, system: Number(f[12]) * tick };
+}
+
+/** USER_HZ: 100 on every Linux this runs on (getconf CLK_TCK). */
+const CLOCK_TICKS = 100;
 
 /** An access token for the bench administrator. */
 export async function loginDaemon(base: string): Promise<string> {
@@ -180,6 +228,34 @@ export function jsonGrid(rows: object[], meta: Record<string, string> = {}): str
   const names = new Set<string>();
   for (const r of rows) for (const k of Object.keys(r)) names.add(k);
   return JSON.stringify({ meta: { ver: '3.0', ...meta }, cols: [...names].map((name) => ({ name })), rows });
+}
+
+/**
+ * The timestamps (ms) of a point's samples in [start, end), read back with hisRead over HTTP
+ * (JSON), as a client sees what was stored.
+ */
+export async function hisReadTimes(base: string, token: string, id: string, start: number, end: number): Promise<number[]> {
+  const iso = (t: number): string => `${new Date(t).toISOString().slice(0, 19)}Z UTC`;
+  // Whole seconds around the span, then filtered here: the range's ends are the server's business.
+  const range = encodeURIComponent(`${iso(Math.floor(start / 1000) * 1000 - 1000)},${iso(Math.ceil(end / 1000) * 1000 + 1000)}`);
+  const res = await fetch(`${base}/api/hisRead?id=@${id}&range=${range}`, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' } });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`hisRead ${id}: ${res.status} ${text.slice(0, 300)}`);
+  const out: number[] = [];
+  for (const row of (JSON.parse(text) as { rows: { ts: string }[] }).rows) {
+    const t = Date.parse(row.ts.slice(2).split(' ')[0] as string);
+    if (t >= start && t < end) out.push(t);
+  }
+  return out;
+}
+
+/** Runs `work` over `items` with `lanes` in flight, in order of items. */
+export async function inLanes<T>(items: T[], lanes: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < items.length) await work(items[next++] as T);
+  };
+  await Promise.all(Array.from({ length: lanes }, lane));
 }
 
 export interface Bare {

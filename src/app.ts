@@ -26,13 +26,15 @@ import { WatchManager } from './watch/index.js';
 import { PointState } from './model/point-state.js';
 import { EventBus } from './lib/events.js';
 import type { ModelEvents } from './model/events.js';
-import { type Part, Parts } from './lib/part.js';
+import { type Part, type PartHealth, Parts } from './lib/part.js';
 import { PointWriter } from './model/point-writer.js';
 import { WriteStore } from './store/write-store.js';
 import { HistoryStore } from './store/history.js';
 import type { HealthReport } from './api/server.js';
 import { Metrics } from './lib/metrics.js';
-import { backupStream, storeSizeBytes } from './store/backup.js';
+import { backupStream } from './store/backup.js';
+import { DiskSpace } from './store/space.js';
+import { StoreKeeper } from './store/recovery.js';
 import { type HRef, HNumber } from './haystack/values.js';
 import { Uplink } from './sync/index.js';
 import { DriverRegistry } from './drivers/registry.js';
@@ -114,6 +116,8 @@ interface Built {
   server: ApiServer;
   drivers: DriverRegistry;
   parts: Parts;
+  clock: Clock;
+  bootTime: number;
   clockTrust: ClockTrust;
 }
 
@@ -145,6 +149,8 @@ export class App {
   private readonly drivers: DriverRegistry;
   private readonly log: Logger;
   private readonly parts: Parts;
+  private readonly clock: Clock;
+  private readonly bootTime: number;
   /** The port actually bound (differs from config.port when that is 0); 0 when plain HTTP is off. */
   port = 0;
   /** The HTTPS port bound; 0 when HTTPS is off. */
@@ -177,6 +183,56 @@ export class App {
     this.drivers = o.drivers;
     this.parts = o.parts;
     this.clockTrust = o.clockTrust;
+    this.clock = o.clock;
+    this.bootTime = o.bootTime;
+  }
+
+  /**
+   * GET /api/health: the health of every part that reports one (src/lib/part.ts), aggregated.
+   * `status` is `unavailable` (503, `ok` false) when a part is not ok, else `degraded` (200) when
+   * a part works only partly (history refused on a full disk), else `ok`; `reasons` lists what is
+   * wrong, one line per part, starting with its error code where there is one. `storage` is the
+   * store's part (kept from before parts reported health); `clockStatus` the clock's (docs/clock.md).
+   */
+  async health(): Promise<HealthReport> {
+    const parts: Record<string, PartHealth> = {};
+    for (const p of this.parts.list()) if (p.health !== undefined) parts[p.name] = await p.health();
+    const reasons: string[] = [];
+    let ok = true;
+    let degraded = false;
+    for (const [name, h] of Object.entries(parts)) {
+      if (!h.ok) {
+        ok = false;
+        reasons.push(`${name}: ${typeof h.error === 'string' ? h.error : typeof h.status === 'string' ? h.status : 'not ok'}`);
+      } else if (h.degraded !== undefined) {
+        degraded = true;
+        reasons.push(`${name}: ${h.degraded}`);
+      }
+    }
+    const { store, ...others } = parts;
+    return {
+      ok,
+      status: !ok ? 'unavailable' : degraded ? 'degraded' : 'ok',
+      uptimeSeconds: Math.round((this.clock.now() - this.bootTime) / 1000),
+      ...(reasons.length > 0 ? { reasons } : {}),
+      // Whether the wall clock can date what is stored (lib/clock-trust.ts; its detail in parts.clock).
+      clockStatus: this.clockTrust.status().status,
+      storage: store === undefined ? {} : withoutOk(store),
+      parts: Object.fromEntries(Object.entries(others).map(([k, v]) => [k, withoutOk(v)])),
+    };
+  }
+
+  /**
+   * Whether systemd's watchdog should still be fed: false only when a part says a restart would
+   * help (src/lib/part.ts `restartHelps`). A full disk is not cured by a restart, and a store that
+   * failed a write reopens by itself: the watchdog is withheld only when that keeps failing.
+   */
+  async watchdogOk(): Promise<boolean> {
+    for (const p of this.parts.list()) {
+      if (p.health === undefined) continue;
+      if ((await p.health()).restartHelps === true) return false;
+    }
+    return true;
   }
 
   /** Opens the data (the parts the CLI's offline commands need too), without serving. */
@@ -186,14 +242,11 @@ export class App {
     const parts = new Parts((part, err) => log.error({ err, part: part.name }, 'a part failed to stop'));
     const metrics = new Metrics({ productVersion: productVersion(), processMetrics: opts.processMetrics === true });
     const store = await Store.open(config.dataDir, { cacheBytes: config.storeCacheBytes, writeBufferBytes: config.storeWriteBufferBytes });
-    await parts.start(
-      {
-        name: 'store',
-        stop: () => store.close(),
-        metrics: (m) => m.gauge('hayloft_store_size_bytes', 'Bytes the LevelDB store takes on disk', [], () => storeSizeBytes(store)),
-      },
-      metrics,
-    );
+    // The store's part first, so it closes last; it reopens LevelDB after a failed write
+    // (store/recovery.ts) and reloads history's metadata from the reopened store.
+    let history: HistoryStore | undefined;
+    const space = new DiskSpace({ dir: store.dir, floorBytes: config.historyMinFreeBytes, log });
+    await parts.start(new StoreKeeper({ store, space, log, writeBufferBytes: config.storeWriteBufferBytes, reload: async () => history?.reload() }), metrics);
     // Before anything is dated: whether the clock can be trusted (its last good time is in the data folder).
     const clockTrust = new ClockTrust({ clock, log, dataDir: store.dir, sync: config.clockSync, ...(opts.clockTrust ?? {}) });
     await parts.start(clockTrust, metrics);
@@ -205,7 +258,8 @@ export class App {
       const model = await Model.load({ records: new RecordStore(store), clock, events, drivers });
       const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir });
       await parts.start(auth, metrics);
-      const history = new HistoryStore(store, { events });
+      await parts.start(space, metrics);
+      history = new HistoryStore(store, { events, space });
       await parts.start(history, metrics);
       await parts.start({ name: 'drivers', stop: () => drivers.close() });
       const points = new PointState({ model, history, drivers: drivers.tags() });
@@ -260,12 +314,12 @@ export class App {
         debug: config.debug,
         metrics,
         metricsOpen: config.metricsOpen,
-        health: () => healthOf(store, (clock.now() - bootTime) / 1000, clockTrust),
+        health: () => app.health(),
         backup: () => backupStream(store, { productVersion: productVersion(), now: clock.now() }),
         // WideSky's calls beyond the ops (push of watch changes, GraphQL, admin calls), and the console.
         groups: [pushGroup({ auth, watches, log, metrics }), graphqlGroup({ model, history, clock }), adminRoutes(auth), consoleRoutes(consoleFiles(consoleDir()))],
       });
-      const app = new App(config, log, { store, model, events, auth, history, points, writer, watches, metrics, server, drivers, parts, clockTrust });
+      const app = new App(config, log, { store, model, events, auth, history, points, writer, watches, metrics, server, drivers, parts, clock, bootTime, clockTrust });
       for (const id of history.points()) {
         // History of a point deleted while its history could not follow (a crash) goes now.
         if (model.stored(id)?.has('point') !== true) dropHistory(history, id, log);
@@ -420,31 +474,8 @@ function driversOf(c: Config, log: Logger): DriverRegistry {
   );
 }
 
-/**
- * Liveness, storage and clock state for GET /api/health: ok only when a read from the store
- * works; `degraded` (still 200) while the clock cannot be trusted, with the reason.
- */
-async function healthOf(store: Store, uptimeSeconds: number, clockTrust: ClockTrust): Promise<HealthReport> {
-  const storage: Record<string, unknown> = { status: store.db.status };
-  let ok = false;
-  if (store.db.status === 'open') {
-    try {
-      storage.formatVersion = await store.formatVersion();
-      storage.sizeBytes = storeSizeBytes(store);
-      ok = true;
-    } catch {
-      // The details go to the log of whatever failed; an unauthenticated answer says only "down".
-      storage.status = 'unreadable';
-    }
-  }
-  const { ok: _ok, degraded, ...clock } = clockTrust.health();
-  return {
-    ok,
-    status: !ok ? 'unavailable' : degraded !== undefined ? 'degraded' : 'ok',
-    uptimeSeconds: Math.round(uptimeSeconds),
-    ...(typeof degraded === 'string' ? { reasons: [`clock: ${degraded}`] } : {}),
-    clockStatus: clock.clockStatus,
-    storage,
-    clock,
-  };
+/** A part's health as /api/health shows it: `ok` and the watchdog's flag are the report's, not the part's detail. */
+function withoutOk(h: PartHealth): Record<string, unknown> {
+  const { ok: _ok, restartHelps: _r, degraded: _d, ...rest } = h;
+  return rest;
 }

@@ -122,8 +122,9 @@ async function serve(argv: readonly string[]): Promise<void> {
   }
   log.info({ dataDir: cfg.dataDir, host: cfg.host, port: app.port, httpsPort: app.httpsPort, pid: process.pid, version: productVersion(), runtime: runtimeReport() }, 'Hayloft is serving');
   const cancelSettle = settleWhenQuiet(log);
-  // Under systemd (Type=notify): READY now, watchdog keep-alives while the store is open.
-  const systemd = new SystemdNotifier({ log, env: process.env, pid: mainPid(), healthy: () => app.store.db.status === 'open' });
+  // Under systemd (Type=notify): READY now, watchdog keep-alives unless a part says a restart
+  // would cure it (App.watchdogOk: not for a full disk, which a restart does not fix).
+  const systemd = new SystemdNotifier({ log, env: process.env, pid: mainPid(), healthy: () => app.watchdogOk() });
   void systemd.ready(`serving on ${cfg.host}:${app.port}`);
   let stopping = false;
   const stop = (signal: string): void => {

@@ -62,6 +62,10 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   [ErrorCodes.CANNOT_ENCODE]: 406,
   [ErrorCodes.TOO_LARGE]: 413,
   [ErrorCodes.LIMIT]: 400,
+  // History refused below the free-space floor (config historyMinFreeBytes): 507 Insufficient
+  // Storage (RFC 4918 §11.5) says the server cannot store what was sent, while the request was
+  // fine and other writes still work; a 5xx, so clients that retry history keep it and retry.
+  [ErrorCodes.STORAGE_FULL]: 507,
   // The server is busy reading other bodies: the client retries after Retry-After.
   [ErrorCodes.BUSY]: 503,
   // A GraphQL query over its depth, field or history-point bounds: the client's to narrow.

@@ -21,6 +21,11 @@ export interface Config {
   readonly storeCacheBytes: number;
   /** LevelDB's write buffer (memtable), in bytes: writes gathered before they go to a sorted file. */
   readonly storeWriteBufferBytes: number;
+  /**
+   * Free bytes the data folder's file system keeps: below it history writes (hisWrite and polled
+   * samples) are refused with HL_STORAGE_FULL, before LevelDB runs out of space; 0 turns it off.
+   */
+  readonly historyMinFreeBytes: number;
   /** Address the HTTP server binds to. */
   readonly host: string;
   /** Plain HTTP port; 0 picks a free one (tests); null: no plain HTTP (`off`). */
@@ -143,6 +148,14 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
     env: 'HAYLOFT_STORE_WRITE_BUFFER_BYTES',
     default: () => 2 * MIB,
     parse: (raw) => integer(raw, 64 * 1024, 1024 * MIB),
+  },
+  // 512 MiB: 1.6-3 % of a 16-32 GB card. What stays free serves logins, records, point writes,
+  // watches and LevelDB's compactions (which need room for the files they rewrite), and the
+  // system sharing the card (journald, package updates). docs/configuration.md "Disk space".
+  historyMinFreeBytes: {
+    env: 'HAYLOFT_HISTORY_MIN_FREE_BYTES',
+    default: () => 512 * MIB,
+    parse: (raw) => integer(raw, 0, 1024 * 1024 * MIB),
   },
   host: {
     env: 'HAYLOFT_HOST',

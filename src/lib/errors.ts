@@ -25,6 +25,11 @@ export const ErrorCodes = {
   STORE_LOCKED: 'HL_STORE_LOCKED',
   /** The data folder cannot be created, read or opened. */
   STORE_UNAVAILABLE: 'HL_STORE_UNAVAILABLE',
+  /**
+   * A history write refused because the data folder's disk is below its free-space floor (config
+   * historyMinFreeBytes): free space and retry. Other writes (logins, records) still work.
+   */
+  STORAGE_FULL: 'HL_STORAGE_FULL',
   /** The data folder was written by a newer Hayloft (format version too high). */
   STORE_VERSION: 'HL_STORE_VERSION',
   /** A history write whose kind differs from the kind of the samples the point already holds. */

@@ -8,6 +8,17 @@ import type { Metrics } from './metrics.js';
 export interface PartHealth {
   /** False makes /api/health answer 503 (and systemd's watchdog stop being fed, where it applies). */
   ok: boolean;
+  /**
+   * Set when the part works but not fully (history refused on a full disk): `/api/health` answers
+   * `degraded` (still 200) and lists this reason, which starts with the error code concerned.
+   */
+  degraded?: string;
+  /**
+   * True when restarting the daemon would likely cure what is wrong (a store that keeps failing to
+   * reopen although the disk has room): systemd's watchdog is then no longer fed. Unset or false
+   * for what a restart does not fix (a full disk), so the watchdog does not restart in a loop.
+   */
+  restartHelps?: boolean;
   /** What a reader of /api/health sees of this part (no secrets). */
   [detail: string]: unknown;
 }

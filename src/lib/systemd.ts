@@ -39,9 +39,10 @@ export interface SystemdNotifierOptions {
   sender?: NotifySender;
   /**
    * Asked before each keep-alive: false skips it, so that systemd's watchdog restarts a daemon
-   * whose storage is gone even though its event loop still turns.
+   * that a restart would cure even though its event loop still turns (the app answers false only
+   * then: not for a full disk, which a restart does not fix; src/app.ts `watchdogOk`).
    */
-  healthy?: () => boolean;
+  healthy?: () => boolean | Promise<boolean>;
 }
 
 export class SystemdNotifier {
@@ -53,7 +54,7 @@ export class SystemdNotifier {
   private readonly env: Readonly<Record<string, string | undefined>>;
   private readonly pid: number;
   private readonly sender: NotifySender;
-  private readonly healthy: () => boolean;
+  private readonly healthy: () => boolean | Promise<boolean>;
   private timer: NodeJS.Timeout | undefined;
   /** Messages go out one after another, so STOPPING never overtakes READY. */
   private queue: Promise<void> = Promise.resolve();
@@ -76,8 +77,14 @@ export class SystemdNotifier {
     const sent = this.send([`--pid=${this.pid}`, 'READY=1', `STATUS=${status}`]);
     if (this.watchdogMs !== null && this.timer === undefined) {
       this.timer = setInterval(() => {
-        if (this.healthy()) void this.send(['WATCHDOG=1']);
-        else this.log.warn('watchdog keep-alive withheld: storage is not open');
+        void Promise.resolve()
+          .then(() => this.healthy())
+          .catch(() => false)
+          .then((ok) => {
+            if (this.timer === undefined) return;
+            if (ok) void this.send(['WATCHDOG=1']);
+            else this.log.warn('watchdog keep-alive withheld: a part of Hayloft reports that a restart would cure it');
+          });
       }, this.watchdogMs);
       // The server keeps the process alive; the keep-alive timer must not hold an exit.
       this.timer.unref();

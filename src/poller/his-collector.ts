@@ -24,6 +24,7 @@ import { HNumber, type HDict, MARKER } from '../haystack/values.js';
 import { configError } from '../drivers/driver.js';
 import type { Clock } from '../lib/clock.js';
 import type { DatingTrust } from '../lib/clock-trust.js';
+import { isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { HisKind, HisSample, HisWrite, HistoryStore } from '../store/history.js';
 
@@ -94,6 +95,13 @@ export class HisCollector {
   private readonly log: Logger;
   private pending = new Map<string, { kind: HisKind; samples: HisSample[] }>();
   private writing: Promise<void> | undefined;
+  /**
+   * The code of the error the last write failed with (HL_STORAGE_FULL below the free-space floor,
+   * HL_STORE_UNAVAILABLE while the store recovers), null while writes succeed: one log line per
+   * change, not one per poll cycle. The samples lost are counted by the history store
+   * (hayloft_history_refused_samples_total).
+   */
+  private failing: string | null = null;
   /** Points whose kind differs from their stored history: warned once, not sampled. */
   private readonly kindWarned = new Set<string>();
   private readonly clock: Clock | undefined;
@@ -244,7 +252,19 @@ export class HisCollector {
     try {
       await this.history.writeMany(writes);
     } catch (err) {
-      this.log.error({ err, points: writes.length }, 'cannot write collected history; these samples are lost');
+      const code = isHayloftError(err) ? err.code : 'error';
+      if (this.failing !== code) {
+        this.failing = code;
+        this.log.error(
+          { err, points: writes.length },
+          'cannot store collected history: polled samples are dropped until it can (counted in hayloft_history_refused_samples_total); said once until the reason changes',
+        );
+      }
+      return;
+    }
+    if (this.failing !== null) {
+      this.log.warn({ was: this.failing }, 'collected history is stored again');
+      this.failing = null;
     }
   }
 }

@@ -23,6 +23,12 @@
  * - decimal (codec 1): when every value is a finite decimal with at most 15 fractional digits,
  *   the values scaled by 10^scale are integers; their deltas are packed in blocks of 32 as above.
  *   0.1-quantized sensors cost a few bits per sample; constant runs 6 bits per 32 samples.
+ *   Codec 5 is the same with exceptions: up to one sample in 64 that is no decimal at the
+ *   chunk's scale (a NaN a device sends for a broken sensor, a stray long float) is kept raw
+ *   (its index and f64 bits) after the scale: u8 scale | varint count | (varint gap | f64)* |
+ *   the codec 1 body, with each exception's slot carrying the previous decimal (delta 0).
+ *   Values enter as short decimals: src/lib/decimal.ts, used by the drivers (scaled Modbus
+ *   registers, float32 registers, BACnet REALs).
  * - XOR (codec 2): the Gorilla paper's float codec (XOR with the previous value, leading/trailing
  *   zero window). Takes any float bit pattern: NaN, ±Infinity, -0, subnormals.
  * Bool (codec 3): first value and run lengths. Str (codec 4): a dictionary of the chunk's
@@ -37,6 +43,7 @@ export const CODEC_DECIMAL = 1;
 export const CODEC_XOR = 2;
 export const CODEC_BOOL = 3;
 export const CODEC_STR = 4;
+export const CODEC_DECIMAL_EXC = 5;
 
 export const HEADER_BYTES = 21;
 /** More samples than any chunk may hold (the store splits chunks past twice its chunk size). */
@@ -382,6 +389,7 @@ export function chunkLast(buf: Uint8Array): number {
 export function codecKind(codec: number): HisKind {
   switch (codec) {
     case CODEC_DECIMAL:
+    case CODEC_DECIMAL_EXC:
     case CODEC_XOR:
       return 'Number';
     case CODEC_BOOL:
@@ -396,34 +404,96 @@ export function codecKind(codec: number): HisKind {
 // ---------------------------------------------------------------------------------------------
 // Number: decimal
 
-/** The decimal encoding, or null when some value is not a short decimal (or deltas too large). */
+/** Digits of a value that is no short decimal (or NaN, ±Infinity, -0): an exception. */
+const NO_DIGITS = MAX_SCALE + 1;
+
+/**
+ * The decimal encoding, or null when too many values are not short decimals (or deltas too
+ * large). Up to one value in 64 that is not a decimal at the chosen scale (NaN, ±Infinity, -0, a
+ * stray long float such as 0.30000000000000004, or a value with more digits than the others)
+ * is kept raw as an exception (codec 5) rather than sending the whole chunk to XOR or widening
+ * everyone's scale. With no exception the chunk is codec 1, byte for byte as before.
+ */
 export function encodeDecimal(ts: ArrayLike<number>, val: ArrayLike<number>, from: number, to: number): Uint8Array | null {
-  let scale = 0;
-  let p = 1;
-  for (let i = from; i < to; i++) {
-    const v = val[i] as number;
-    if (!Number.isFinite(v) || (v === 0 && 1 / v < 0)) return null;
-    while (Math.round(v * p) / p !== v) {
-      if (++scale > MAX_SCALE) return null;
-      p = POW10[scale] as number;
-    }
-  }
   const n = to - from;
-  const ints = new Float64Array(n);
+  const maxExc = n >>> 6;
+  // The digits each value needs, and how many values need each count.
+  const need = new Uint8Array(n);
+  const hist = new Uint32Array(NO_DIGITS + 1);
+  let none = 0;
+  let last = 0; // the previous value's digits: neighbours mostly need as many
   for (let i = 0; i < n; i++) {
     const v = val[from + i] as number;
-    const k = Math.round(v * p);
-    // Scaled values must be exact integers (safe range) and rebuild v by the decoder's division.
-    if (!(Math.abs(k) <= Number.MAX_SAFE_INTEGER) || k / p !== v) return null;
-    if (i > 0) {
-      const d = k - (ints[i - 1] as number);
-      if (!(d > -TWO31 && d < TWO31)) return null;
+    let d = NO_DIGITS;
+    if (Number.isFinite(v) && !(v === 0 && 1 / v < 0)) {
+      let q = POW10[last] as number;
+      if (Math.round(v * q) / q === v) {
+        // Fits at `last`: step down while it still fits.
+        d = last;
+        while (d > 0) {
+          q = POW10[d - 1] as number;
+          if (Math.round(v * q) / q !== v) break;
+          d--;
+        }
+      } else {
+        for (let s = last + 1; s <= MAX_SCALE; s++) {
+          q = POW10[s] as number;
+          if (Math.round(v * q) / q === v) {
+            d = s;
+            break;
+          }
+        }
+      }
     }
-    ints[i] = k;
+    if (d === NO_DIGITS) {
+      // Random floats: give up as soon as they are more than the exceptions allowed.
+      if (++none > maxExc) return null;
+    } else last = d;
+    need[i] = d;
+    hist[d] = (hist[d] as number) + 1;
   }
-  const w = new Writer(HEADER_BYTES + 9 + n * 2);
-  writeHeader(w, CODEC_DECIMAL, ts, from, to);
+  // The smallest scale that leaves at most maxExc exceptions.
+  let scale = 0;
+  let covered = hist[0] as number;
+  while (n - covered > maxExc) {
+    if (++scale > MAX_SCALE) return null;
+    covered += hist[scale] as number;
+  }
+  const p = POW10[scale] as number;
+  const ints = new Float64Array(n);
+  const exc: number[] = [];
+  let prev = NaN;
+  for (let i = 0; i < n; i++) {
+    const v = val[from + i] as number;
+    let k = NaN;
+    if ((need[i] as number) <= scale) {
+      k = Math.round(v * p);
+      // Scaled values must be exact integers (safe range) and rebuild v by the decoder's division,
+      // and their deltas fit the 32-bit blocks: otherwise the value is an exception too.
+      if (!(Math.abs(k) <= Number.MAX_SAFE_INTEGER) || k / p !== v || (prev === prev && !(k - prev > -TWO31 && k - prev < TWO31))) k = NaN;
+    }
+    if (k !== k) {
+      if (exc.length === maxExc) return null;
+      exc.push(i);
+    } else {
+      if (prev !== prev) ints.fill(k, 0, i); // leading exceptions take the first decimal's k
+      prev = k;
+    }
+    ints[i] = k !== k ? prev : k;
+  }
+  if (prev !== prev) return null; // no decimal at all
+  const w = new Writer(HEADER_BYTES + 9 + n * 2 + exc.length * 10);
+  writeHeader(w, exc.length === 0 ? CODEC_DECIMAL : CODEC_DECIMAL_EXC, ts, from, to);
   w.byte(scale);
+  if (exc.length > 0) {
+    w.varint(exc.length);
+    let last = -1;
+    for (const i of exc) {
+      w.varint(i - last - 1);
+      w.f64(val[from + i] as number);
+      last = i;
+    }
+  }
   w.f64(ints[0] as number);
   writeTimes(w, ts, from, to);
   for (let b = 1; b < n; b += BLOCK) {
@@ -442,11 +512,26 @@ export function encodeDecimal(ts: ArrayLike<number>, val: ArrayLike<number>, fro
   return w.finish();
 }
 
-function decodeDecimal(buf: Uint8Array, ts: Float64Array, val: Float64Array, off: number, count: number): void {
+function decodeDecimal(buf: Uint8Array, ts: Float64Array, val: Float64Array, off: number, count: number, withExc: boolean): void {
   const r = new Reader(buf, HEADER_BYTES);
   const scale = r.byte();
   if (scale > MAX_SCALE) throw corrupt(`bad decimal scale ${scale}`);
   const p = POW10[scale] as number;
+  let excAt: number[] = [];
+  let excVal: number[] = [];
+  if (withExc) {
+    const ne = r.varint();
+    if (ne < 1 || ne > count) throw corrupt(`bad exception count ${ne}`);
+    excAt = new Array<number>(ne);
+    excVal = new Array<number>(ne);
+    let at = -1;
+    for (let j = 0; j < ne; j++) {
+      at += r.varint() + 1;
+      if (at >= count) throw corrupt('an exception past the end of the chunk');
+      excAt[j] = at;
+      excVal[j] = r.f64();
+    }
+  }
   let k = r.f64();
   readTimes(r, ts, off, chunkFirst(buf), count);
   val[off] = k / p;
@@ -467,6 +552,7 @@ function decodeDecimal(buf: Uint8Array, ts: Float64Array, val: Float64Array, off
     }
   }
   r.checkEnd();
+  for (let j = 0; j < excAt.length; j++) val[off + (excAt[j] as number)] = excVal[j] as number;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -726,7 +812,8 @@ export function decodeChunk(kind: HisKind, buf: Uint8Array, ts: Float64Array, va
   if (off + count > ts.length || off + count > val.length) throw new RangeError('decodeChunk: output too small');
   switch (codec) {
     case CODEC_DECIMAL:
-      decodeDecimal(buf, ts, val as Float64Array, off, count);
+    case CODEC_DECIMAL_EXC:
+      decodeDecimal(buf, ts, val as Float64Array, off, count, codec === CODEC_DECIMAL_EXC);
       break;
     case CODEC_XOR:
       decodeXor(buf, ts, val as Float64Array, off, count);

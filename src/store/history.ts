@@ -38,6 +38,7 @@ import type { HisBatch, StoreEvents } from './events.js';
 
 export type { HisBatch, HisListener, HisPlanHook } from './events.js';
 import type { BinarySublevel, Store } from './db.js';
+import type { DiskSpace } from './space.js';
 import {
   chunkCount,
   chunkFirst,
@@ -102,6 +103,11 @@ export interface HistoryOptions {
   events?: EventBus<StoreEvents>;
   /** Samples per sealed chunk (default 1024; see docs/performance.md for the measurements). */
   chunkSize?: number;
+  /**
+   * The free-space floor (store/space.ts): writes are refused with HL_STORAGE_FULL below it, and
+   * told what they wrote. Deletes are never refused: they are small and make room.
+   */
+  space?: Pick<DiskSpace, 'checkHistory' | 'wrote'>;
 }
 
 export const DEFAULT_CHUNK_SIZE = 1024;
@@ -346,6 +352,20 @@ function wrapStoreError(e: unknown, what: string): unknown {
   return new HayloftError(ErrorCodes.STORE_UNAVAILABLE, `${what}: ${(e as Error).message}`, { cause: e });
 }
 
+/**
+ * Bytes a write will take on disk, roughly: a tail entry per sample (key and value) in LevelDB's
+ * log, once more when its memtable is written out. Only counted against the last reading of the
+ * free space until the next (store/space.ts), so rough is enough; strings count their length.
+ */
+function estimateBytes(id: string, cols: Cols): number {
+  let n = cols.ts.length * (2 * (id.length + 20));
+  for (let i = 0; i < cols.val.length; i++) {
+    const v = cols.val[i];
+    if (typeof v === 'string') n += 2 * v.length;
+  }
+  return n;
+}
+
 /** A lock per key; run() takes all of its keys at once (FIFO per key, so no deadlock). */
 class KeyedLock {
   private readonly tails = new Map<string, Promise<void>>();
@@ -380,8 +400,8 @@ const EMPTY_TS = new Float64Array(0);
 export class HistoryStore implements Part {
   readonly name = 'history';
   private readonly store: Store;
-  private readonly his: BinarySublevel;
   private readonly chunkSize: number;
+  private readonly space: HistoryOptions['space'];
   private readonly metas = new Map<string, Meta>();
   private readonly lock = new KeyedLock();
   /**
@@ -394,12 +414,14 @@ export class HistoryStore implements Part {
   private state: 'new' | 'started' | 'stopped' = 'new';
   /** Samples committed since start, for metrics (a sample rewritten counts again). */
   samplesWritten = 0;
+  /** Samples refused since start: below the free-space floor, or because the store failed to write. */
+  readonly samplesRefused = { floor: 0, error: 0 };
   /** Where writes are told (store/events.ts): 'his.plan' in each write's batch, 'his.written' after. */
   readonly events: EventBus<StoreEvents>;
 
   constructor(store: Store, options: HistoryOptions = {}) {
     this.store = store;
-    this.his = store.his;
+    this.space = options.space;
     const cs = options.chunkSize ?? DEFAULT_CHUNK_SIZE;
     if (!Number.isInteger(cs) || cs < 2 || cs > 1 << 20) throw new RangeError(`chunkSize must be an integer in 2..${1 << 20}`);
     this.chunkSize = cs;
@@ -414,23 +436,52 @@ export class HistoryStore implements Part {
     return this.lock.run([...new Set(pointIds)], f);
   }
 
-  /** Loads every point's metadata (one short scan of the 'M' keys). */
-  metrics(metrics: Metrics): void {
-    metrics.counter('hayloft_history_samples_written_total', 'History samples written since start (hisWrite and collection)', () => this.samplesWritten);
+  /** The sublevel, read from the store on each use: a reopen (store/recovery.ts) replaces it. */
+  private get his(): BinarySublevel {
+    return this.store.his;
   }
 
+  metrics(metrics: Metrics): void {
+    metrics.counter('hayloft_history_samples_written_total', 'History samples written since start (hisWrite and collection)', () => this.samplesWritten);
+    metrics.counter(
+      'hayloft_history_refused_samples_total',
+      'History samples not stored since start (hisWrite and collection): reason="floor" below the free-space floor (HL_STORAGE_FULL), reason="error" a failed or suspended store',
+      () => this.samplesRefused.floor + this.samplesRefused.error,
+      ['reason'],
+      () => [
+        { labels: { reason: 'floor' }, value: this.samplesRefused.floor },
+        { labels: { reason: 'error' }, value: this.samplesRefused.error },
+      ],
+    );
+  }
+
+  /** Loads every point's metadata (one short scan of the 'M' keys). */
   async start(): Promise<void> {
     if (this.state === 'started') return;
-    this.metas.clear();
+    await this.loadMetas();
+    this.state = 'started';
+  }
+
+  /**
+   * Reads every point's metadata again, after the store reopened (store/recovery.ts): what a
+   * failed write left on disk, not what memory last believed. Runs before writes are let through.
+   */
+  async reload(): Promise<void> {
+    if (this.state === 'started') await this.loadMetas();
+  }
+
+  private async loadMetas(): Promise<void> {
+    const metas = new Map<string, Meta>();
     try {
       for await (const [k, v] of this.his.iterator({ gte: Uint8Array.of(T_META), lt: Uint8Array.of(T_META + 1) })) {
         const id = utf8Dec.decode(k.subarray(1));
-        this.metas.set(id, decodeMeta(v, id));
+        metas.set(id, decodeMeta(v, id));
       }
     } catch (e) {
       throw wrapStoreError(e, 'cannot load history metadata');
     }
-    this.state = 'started';
+    this.metas.clear();
+    for (const [id, m] of metas) this.metas.set(id, m);
   }
 
   /** Waits for writes in flight, then refuses new ones. Does not close the Store. */
@@ -514,6 +565,18 @@ export class HistoryStore implements Part {
       if (cols.ts.length > 0) prepared.push({ id, kind: w.kind, cols });
     }
     if (prepared.length === 0) return;
+    let samples = 0;
+    let bytes = 0;
+    for (const p of prepared) {
+      samples += p.cols.ts.length;
+      bytes += estimateBytes(p.id, p.cols);
+    }
+    try {
+      this.space?.checkHistory();
+    } catch (e) {
+      this.samplesRefused.floor += samples;
+      throw e;
+    }
     await this.lock.run(
       prepared.map((p) => p.id),
       async () => {
@@ -528,7 +591,13 @@ export class HistoryStore implements Part {
           await batch.close();
           throw wrapStoreError(e, 'cannot read history to merge into');
         }
-        await this.commit(batch, 'cannot write history');
+        try {
+          await this.commit(batch, 'cannot write history');
+        } catch (e) {
+          this.samplesRefused.error += samples;
+          throw e;
+        }
+        this.space?.wrote(bytes);
         for (const [id, m] of next) this.metas.set(id, m);
         for (const p of prepared) this.samplesWritten += p.cols.ts.length;
         for (const p of prepared) this.events.emit('his.written', p.id, p.kind, p.cols);

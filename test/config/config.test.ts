@@ -48,6 +48,7 @@ t.test('defaults', async (t) => {
     dataDir: '/srv/hayloft/data',
     storeCacheBytes: 2 * 1024 * 1024,
     storeWriteBufferBytes: 2 * 1024 * 1024,
+    historyMinFreeBytes: 512 * 1024 * 1024,
     host: '0.0.0.0',
     port: 8080,
     maxBodyBytes: 64 * 1024 * 1024,
@@ -85,6 +86,7 @@ t.test('file, then environment over it, then --config choosing the file', async 
     dataDir: '/var/lib/hayloft',
     storeCacheBytes: 2 * 1024 * 1024,
     storeWriteBufferBytes: 2 * 1024 * 1024,
+    historyMinFreeBytes: 512 * 1024 * 1024,
     host: '127.0.0.1',
     port: 9000,
     maxBodyBytes: 2048,
@@ -157,7 +159,7 @@ t.test('every validation error, each named with its source', async (t) => {
     ['bacnetPort not a number (env)', null, { HAYLOFT_BACNET_PORT: 'bacnet' }, 'bacnetPort', /an integer from 1 to 65535/],
     ['bacnetTimeoutMs too short (file)', { bacnetTimeoutMs: 10 }, {}, 'bacnetTimeoutMs', /an integer from 100 to 60000/],
     ['bacnetTimeoutMs with a unit (env)', null, { HAYLOFT_BACNET_TIMEOUT_MS: '3s' }, 'bacnetTimeoutMs', /an integer from 100 to 60000/],
-    ['an unknown key', { prot: 80 }, {}, 'prot', /a known key \(dataDir, storeCacheBytes, storeWriteBufferBytes, host, port/],
+    ['an unknown key', { prot: 80 }, {}, 'prot', /a known key \(dataDir, storeCacheBytes, storeWriteBufferBytes, historyMinFreeBytes, host, port/],
   ];
   for (const [name, content, env, key, expected] of cases) {
     t.test(name, async (t) => {

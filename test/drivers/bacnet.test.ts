@@ -186,6 +186,32 @@ t.test('points are read with ReadPropertyMultiple, in batches', async (t) => {
   t.ok(mixed[2] !== undefined && 'err' in mixed[2] && /no such property/.test(mixed[2].err.message), 'unknown property');
 });
 
+t.test('REAL values read as the decimals the device means (the shortest that is the same float32)', async (t) => {
+  const dev = new BacnetDevice({ address: '127.0.0.7', deviceInstance: 4004, rpm: 'reject' });
+  const vals = [21.3, 0.1, -3.7, 1013.25, 21.5, 12345.6, 1.5e-7, NaN, -Infinity, -0];
+  vals.forEach((v, i) => dev.set(AV, 70 + i, real(v)));
+  dev.commandable(AV, 90, real(0));
+  await dev.start();
+  t.teardown(() => dev.stop());
+  const d = driver();
+  t.teardown(() => d.close());
+  for (const [how, c] of [
+    ['ReadPropertyMultiple', d.open(conn('bacnet://127.0.0.2/1001'))],
+    ['ReadProperty', d.open(conn('bacnet://127.0.0.7/4004'))],
+  ] as const) {
+    if (how === 'ReadPropertyMultiple') vals.forEach((v, i) => main.set(AV, 70 + i, real(v)));
+    const got = await c.read(vals.map((_, i) => c.prepare(point(`AV${70 + i}`))));
+    vals.forEach((v, i) => {
+      const g = got[i];
+      t.ok(g !== undefined && 'val' in g && Object.is(g.val, v), `${how}: REAL ${String(v)} reads as ${g !== undefined && 'val' in g ? String(g.val) : 'an error'}`);
+    });
+  }
+  // A write of 21.3 is checked against the priority array's float32: the same value.
+  const c = d.open(conn('bacnet://127.0.0.7/4004'));
+  await (c.write as NonNullable<typeof c.write>)((c.prepareWrite as NonNullable<typeof c.prepareWrite>)(writePoint('AV90')), 21.3);
+  t.same((await c.read([c.prepare(point('AV90'))]))[0], { val: 21.3 }, 'written 21.3, read back 21.3');
+});
+
 t.test('a device that rejects ReadPropertyMultiple is read with ReadProperty', async (t) => {
   const dev = new BacnetDevice({ address: '127.0.0.4', deviceInstance: 2002, rpm: 'reject' });
   fill(dev);

@@ -198,6 +198,46 @@ if (skip !== null) {
     });
   });
 
+  t.test('scaled and float32 registers read as the decimals the device means', async (t) => {
+    const driver = new ModbusDriver();
+    t.teardown(() => driver.close());
+    const c = driver.open(conn(uri));
+    const third = 1 / 3;
+    const REGS: { cur: string; raw: number; val: number; scale?: number; offset?: number; why: string }[] = [
+      { cur: 'holding:70:int16', raw: 7, scale: 0.1, val: 0.7, why: 'raw 7 × 0.1 is 0.7, not 0.7000000000000001' },
+      { cur: 'holding:71:int16', raw: -2731, scale: 0.1, offset: 273.15, val: 0.05, why: 'an offset with more digits than the scale' },
+      { cur: 'holding:72:uint16', raw: 10133, scale: 0.01, val: 101.33, why: '0.01' },
+      { cur: 'holding:73:uint16', raw: 7, scale: third, val: 2.333, why: 'a scale of 1/3: two digits finer than a raw step' },
+      { cur: 'holding:74:float32', raw: 21.3, val: 21.3, why: 'a float32 21.3 is 21.3, not 21.299999237060547' },
+      { cur: 'holding:76:float32:le', raw: 2.13, scale: 10, val: 21.3, why: 'a float32 scaled: its digits and the scale\'s' },
+      { cur: 'holding:78:float32', raw: NaN, val: NaN, why: 'NaN (a broken sensor) passes' },
+      { cur: 'holding:80:float32', raw: -Infinity, val: -Infinity, why: '-Infinity passes' },
+      { cur: 'holding:82:float32', raw: -0, val: -0, why: '-0 passes' },
+      { cur: 'holding:84:float64', raw: 0.7000000000000001, val: 0.7000000000000001, why: 'a float64 register is what it says' },
+      { cur: 'holding:88:int16', raw: -215, val: -215, why: 'unscaled integers untouched' },
+    ];
+    for (const r of REGS) await slave.set('hr', parseModbusCur(r.cur).address, encodeRegisters(parseModbusCur(r.cur), r.raw));
+    const pts = REGS.map((r) => c.prepare(point(r.cur, { ...(r.scale !== undefined ? { modbusScale: r.scale } : {}), ...(r.offset !== undefined ? { modbusOffset: r.offset } : {}) })));
+    const got = await c.read(pts);
+    REGS.forEach((r, i) => {
+      const g = got[i];
+      t.ok(g !== undefined && 'val' in g && Object.is(g.val, r.val), `${r.cur}: ${r.why} (got ${g !== undefined && 'val' in g ? String(g.val) : 'an error'})`);
+    });
+
+    // A run of int16 readings at 0.1 and 0.01 over the wire: each is exactly its decimal.
+    const raws = [-32768, -1001, -3, -1, 0, 1, 3, 7, 29, 215, 999, 1001, 4097, 32767];
+    for (const [i, raw] of raws.entries()) await slave.set('hr', 100 + i, encodeRegisters(parseModbusCur('holding:0:int16'), raw));
+    for (const scale of [0.1, 0.01, 0.001]) {
+      const run = await c.read(raws.map((_, i) => c.prepare(point(`holding:${100 + i}:int16`, { modbusScale: scale }))));
+      const digits = String(scale).length - 2;
+      t.same(
+        run.map((x) => ('val' in x ? x.val : x.err.message)),
+        raws.map((raw) => Number(`${raw}e-${digits}`)),
+        `int16 × ${scale}: the decimals, as Number("${raws[7] ?? 0}e-${digits}") writes them`,
+      );
+    }
+  });
+
   t.test('contiguous registers are read as blocks of at most 100', async (t) => {
     const driver = new ModbusDriver();
     t.teardown(() => driver.close());

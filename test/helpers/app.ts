@@ -62,7 +62,8 @@ export async function startApp(t: { teardown(f: () => unknown): void }, opts: { 
   const logs: string[] = [];
   const dest = { write: (s: string) => void logs.push(s) } as unknown as Writable;
   const config = loadConfig({
-    env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_HTTPS_PORT: '0', HAYLOFT_TZ: 'UTC', HAYLOFT_LOG_LEVEL: 'debug', HAYLOFT_CLOCK_SYNC: 'none', ...(opts.env ?? {}) },
+    // The floor at 8 MiB: a test machine's free disk is not a gateway's (see serve-child.ts).
+    env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_HTTPS_PORT: '0', HAYLOFT_TZ: 'UTC', HAYLOFT_LOG_LEVEL: 'debug', HAYLOFT_HISTORY_MIN_FREE_BYTES: String(8 * 1024 * 1024), HAYLOFT_CLOCK_SYNC: 'none', ...(opts.env ?? {}) },
     zones: { host: () => 'UTC', known: (n) => findTimeZone(n) !== undefined },
   });
   const log = createLogger({ level: 'debug', destination: dest });

@@ -40,6 +40,10 @@ export async function serveChild(t: Test, dir: string, env: Record<string, strin
       HAYLOFT_ADMIN_PASSWORD: ADMIN.password,
       HAYLOFT_CLIENT_ID: CLIENT.id,
       HAYLOFT_CLIENT_SECRET: CLIENT.secret,
+      // A test machine's free disk is not a gateway's: the default floor (512 MiB) would refuse
+      // history on a nearly full CI disk. The floor itself is tested on its own tmpfs
+      // (test/store/disk-full.test.ts).
+      HAYLOFT_HISTORY_MIN_FREE_BYTES: String(8 * 1024 * 1024),
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -56,6 +56,36 @@ t.test('notifier: messages in order, keep-alives while healthy, nothing outside 
   t.equal(sent.length, after, 'no keep-alives after STOPPING');
 });
 
+t.test('notifier: an asynchronous health answer (App.watchdogOk) decides each keep-alive', async (t) => {
+  const sent: string[][] = [];
+  const sender = async (a: readonly string[]): Promise<void> => void sent.push([...a]);
+  let healthy: boolean | 'throws' = true;
+  const n = new SystemdNotifier({
+    log: silentLogger(),
+    env: { NOTIFY_SOCKET: '/run/x', WATCHDOG_USEC: '40000' },
+    pid: 7,
+    sender,
+    healthy: async () => {
+      await new Promise((r) => setImmediate(r));
+      if (healthy === 'throws') throw new Error('health failed');
+      return healthy;
+    },
+  });
+  await n.ready();
+  await new Promise((r) => setTimeout(r, 110));
+  t.ok(sent.filter((m) => m[0] === 'WATCHDOG=1').length >= 2, 'sent while it answers true');
+  healthy = false;
+  await new Promise((r) => setTimeout(r, 30));
+  let before = sent.length;
+  await new Promise((r) => setTimeout(r, 70));
+  t.equal(sent.length, before, 'withheld while it answers false');
+  healthy = 'throws';
+  before = sent.length;
+  await new Promise((r) => setTimeout(r, 70));
+  t.equal(sent.length, before, 'withheld when asking fails');
+  n.stop();
+});
+
 t.test('notifier: a failing helper is reported once and never throws', async (t) => {
   const lines: string[] = [];
   const { createLogger } = await import('../../src/lib/log.js');

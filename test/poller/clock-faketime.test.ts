@@ -52,8 +52,11 @@ t.test('a daemon booted in 1970, then set by NTP, then stepped back an hour', { 
     t.equal(a.status, 200, 'logged in again');
     auth = { authorization: `Bearer ${String(a.body.access_token)}` };
   };
-  const health = async (): Promise<{ clockStatus: string; clock: { trusted: boolean; lastStep?: { ms: number } } }> =>
-    (await (await fetch(`${child.base}/api/health`)).json()) as { clockStatus: string; clock: { trusted: boolean; lastStep?: { ms: number } } };
+  type Clock = { trusted: boolean; lastStep?: { ms: number } };
+  const health = async (): Promise<{ clockStatus: string; clock: Clock }> => {
+    const body = (await (await fetch(`${child.base}/api/health`)).json()) as { clockStatus: string; parts: { clock: Clock } };
+    return { clockStatus: body.clockStatus, clock: body.parts.clock };
+  };
   const post = async (op: string, rows: Record<string, unknown>[] | Record<string, unknown>, meta = {}): Promise<readonly HDict[]> => {
     const a = await postGrid(child.base, op, gridOf(rows as never, meta), { headers: auth });
     if (a.status !== 200) throw new Error(`${op}: ${a.status} ${a.text}`);

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { Store } from '../../src/store/db.js';
-import { CODEC_DECIMAL, CODEC_XOR, type HisKind, type HisValue } from '../../src/store/his-codec.js';
+import { CODEC_DECIMAL, CODEC_DECIMAL_EXC, CODEC_XOR, type HisKind, type HisValue } from '../../src/store/his-codec.js';
 import { HistoryStore, toSamples, type HisSample } from '../../src/store/history.js';
 import { tempDir } from '../helpers/tmp.js';
 import { CRASH_POINTS, crashExpected } from './fixtures/his-crash-data.js';
@@ -93,7 +93,7 @@ t.test('Number chunks take the smaller codec', async (t) => {
   t.same(await chunkCodecs(x.store), [CODEC_XOR], 'random floats: XOR');
   await x.his.deleteAll('rand');
   await x.his.write('nan', 'Number', Array.from({ length: 64 }, (_, i) => ({ ts: T0 + i * MIN, val: i === 10 ? NaN : i / 10 })));
-  t.same(await chunkCodecs(x.store), [CODEC_XOR], 'a NaN makes the decimal codec inapplicable');
+  t.same(await chunkCodecs(x.store), [CODEC_DECIMAL_EXC], 'a NaN is kept raw beside the decimals (codec 5), not a reason for XOR');
   t.ok(Number.isNaN((await x.his.read('nan')).val[10]));
   await close(x);
 });

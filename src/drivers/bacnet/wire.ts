@@ -4,6 +4,7 @@
  * what a point holds, and requests with a timeout of their own.
  */
 import { ApplicationTag, ErrorClass, ErrorCode } from '@bacnet-js/client';
+import { float32Decimal } from '../../lib/decimal.js';
 import type { HayloftError } from '../../lib/errors.js';
 import { type RawValue, refusedError } from '../driver.js';
 
@@ -39,11 +40,16 @@ export function classify(e: unknown): { kind: 'timeout' } | { kind: 'error'; cls
   return { kind: 'other', message: m };
 }
 
-/** A value as the poller takes it, or an error for types a point cannot hold. */
+/**
+ * A value as the poller takes it, or an error for types a point cannot hold. A REAL is given as
+ * the shortest decimal that is the same float32 (src/lib/decimal.ts).
+ */
 export function rawOf(v: AppValue | undefined, what: string): RawValue | HayloftError {
   if (v === undefined) return refusedError(`${what}: the device sent no value`);
   switch (v.type) {
     case TAG_REAL:
+      // A float32 on the wire: 21.3 arrives as 21.299999237060547; it says 21.3.
+      return float32Decimal(Number(v.value));
     case TAG_DOUBLE:
     case TAG_UNSIGNED:
     case TAG_SIGNED:

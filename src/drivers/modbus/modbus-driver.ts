@@ -7,6 +7,12 @@
  * Point tags: `modbusCur` (see address.ts), optional `modbusScale` and `modbusOffset`
  * (value = raw × scale + offset, for numeric types).
  *
+ * Values are the decimals they are (src/lib/decimal.ts): a float32 register gives the shortest
+ * decimal that is the same float32 (21.3, not 21.299999237060547), and a scaled value is rounded
+ * to the digits its scale and offset imply (7 × 0.1 is 0.7, not 0.7000000000000001; a scale that
+ * is no short decimal, such as 1/3, keeps two digits finer than one raw step). History stores
+ * such values in its compact decimal codec, and clients see what the device meant.
+ *
  * Writes: `modbusWrite`, the same grammar as `modbusCur`, `holding` or `coil` only (the other
  * tables are read-only in Modbus). Scale and offset are inverted (raw = (value - offset) / scale).
  * A coil is written with function 5, one register with function 6, a value of several registers
@@ -33,6 +39,7 @@ import {
   downError,
   refusedError,
 } from '../driver.js';
+import { DecimalScale, float32Decimal, fractionDigits } from '../../lib/decimal.js';
 import { durationTag, intTag, numberTag, uriTag } from '../tags.js';
 import { type ModbusAddress, type Table, decodeRegisters, encodeRegisters, isBitTable, parseModbusCur, unencodable } from './address.js';
 import { MODBUS_TAGS } from './info.js';
@@ -58,8 +65,7 @@ const REFUSALS = new Set([1, 2, 3]);
 interface ModbusPoint extends PreparedPoint {
   readonly conn: ModbusConn;
   readonly addr: ModbusAddress;
-  readonly scale: number;
-  readonly offset: number;
+  readonly scale: DecimalScale;
 }
 
 interface ModbusWrite extends PreparedWrite {
@@ -80,9 +86,14 @@ interface Block {
   split: boolean;
 }
 
+/** A register value as the point holds it: float32 as its shortest decimal, then scaled. */
 function scaled(p: ModbusPoint, v: number | boolean): number | boolean {
-  if (typeof v === 'boolean' || (p.scale === 1 && p.offset === 0)) return v;
-  return v * p.scale + p.offset;
+  if (typeof v === 'boolean') return v;
+  const type = p.addr.type;
+  if (type === 'float32') v = float32Decimal(v);
+  if (p.scale.identity) return v;
+  // Integer registers have no fractional digits; a float's own digits add to the scale's.
+  return p.scale.apply(v, type === 'float32' || type === 'float64' ? fractionDigits(v) : 0);
 }
 
 class ModbusConn implements DriverConn {
@@ -104,7 +115,7 @@ class ModbusConn implements DriverConn {
     const scale = numberTag(point.tags, 'modbusScale', 1);
     const offset = numberTag(point.tags, 'modbusOffset', 0);
     if (addr.type === 'bool' && (scale !== 1 || offset !== 0)) throw configError('modbusScale and modbusOffset apply to numeric types, not bool');
-    return { id: point.id, conn: this, addr, scale, offset };
+    return { id: point.id, conn: this, addr, scale: new DecimalScale(scale, offset) };
   }
 
   prepareWrite(point: PointSpec): ModbusWrite {

@@ -15,7 +15,8 @@ interface Health {
   storage: { status: string; sizeBytes?: number };
   /** Absent on servers from before the clock was watched. */
   clockStatus?: string;
-  clock?: { trusted?: boolean; reason?: string };
+  /** Each part's detail: the clock's says whether it is trusted and why not. */
+  parts?: { clock?: { trusted?: boolean; reason?: string } };
 }
 
 /** A clock status as the Status badge shows it: trusted ones look ok, the others stale (history is held). */
@@ -138,11 +139,16 @@ export function System({ session, onImpersonate }: { session: Session; onImperso
               '…'
             ) : (
               <>
-                <span class={`status s-${clockBadge(health.clockStatus, health.clock?.trusted)}`} title={health.clock?.reason}>
+                <span class={`status s-${clockBadge(health.clockStatus, health.parts?.clock?.trusted)}`} title={health.parts?.clock?.reason}>
                   {health.clockStatus}
                 </span>
                 {about !== undefined && <span class="clock-time muted">server time {show(about.serverTime)}</span>}
-                {health.clock?.reason !== undefined && <span class="clock-reason">{health.clock.reason}{health.clock.trusted === false ? ': history is held until the clock is set' : ''}</span>}
+                {health.parts?.clock?.reason !== undefined && (
+                  <span class="clock-reason">
+                    {health.parts.clock.reason}
+                    {health.parts.clock.trusted === false ? ': history is held until the clock is set' : ''}
+                  </span>
+                )}
               </>
             )}
           </dd>
