@@ -43,6 +43,7 @@ import { readFileSync } from 'node:fs';
 import type { MqttConfig } from '../../config/mqtt.js';
 import { HNumber, type HVal } from '../../haystack/values.js';
 import type { Clock } from '../../lib/clock.js';
+import type { DatingTrust } from '../../lib/clock-trust.js';
 import { ErrorCodes } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { Metrics } from '../../lib/metrics.js';
@@ -79,6 +80,8 @@ export interface EdgeNodeOptions {
   log: Logger;
   commands?: CommandWriter | null;
   random?: () => number;
+  /** Whether the wall clock may date what is published (lib/clock-trust.ts); absent: always. */
+  trust?: DatingTrust;
 }
 
 export type EdgeNodePhase = 'starting' | 'connecting' | 'waiting-host' | 'online' | 'offline' | 'stopped';
@@ -542,8 +545,12 @@ export class EdgeNode implements Part {
     const live = new Map<string, UMetric[]>();
     const pending = new Map<string, Pending[]>();
     let budget = c.batchSamples * PASS_BUDGET_BATCHES;
-    const dirty = [...this.dirty];
-    this.dirty.clear();
+    // Reports of curVal (points without history) and quality carry this pass's time: while the clock
+    // cannot be trusted they wait, and go once it is, with the right time (docs/clock.md). History
+    // is stored only once the clock is set, so the backlog below is rightly dated already.
+    const dating = this.o.trust?.trusted() !== false;
+    const dirty = dating ? [...this.dirty] : [];
+    if (dating) this.dirty.clear();
     // Points with samples after their cursor, or late ones before it, oldest first.
     const behind = this.outbox.pending(this.hisPoints(true));
     // From here every write the reads below may miss marks its point late.

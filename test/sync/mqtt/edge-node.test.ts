@@ -10,6 +10,7 @@ import mqtt from 'mqtt';
 import t, { type Test } from 'tap';
 import { HDateTime, HDict, HNumber, HRef, type HVal, MARKER } from '../../../src/haystack/values.js';
 import { UTC } from '../../../src/haystack/tz.js';
+import { ManualClock } from '../../../src/lib/clock.js';
 import { type UMetric, encode, num } from '../../../src/sync/mqtt/sparkplug.js';
 import { ADMIN, type Running, startApp } from '../../helpers/app.js';
 import { singleWrite } from '../../helpers/his.js';
@@ -198,6 +199,31 @@ t.test('births, aliases, properties, DDATA against history and curVal, seq, Rebi
   await edge.stop();
   await until('NDEATH', () => sub.of('NDEATH').length === 1);
   t.equal(num(birthMetrics(sub.of('NDEATH')[0] as Seen).get('bdSeq')?.value), bd, 'NDEATH bdSeq matches the NBIRTH');
+});
+
+t.test('while the clock cannot be trusted, curVal reports wait and go once it is, with the right time (docs/clock.md)', async (t) => {
+  const broker = await startBroker(t);
+  const sub = await SparkplugSubscriber.connect(t, broker);
+  const FLOOR = Date.UTC(2026, 0, 1);
+  const clock = new ManualClock(FLOOR - 3_600_000);
+  const edge = await startApp(t, { clock, clockTrust: { floorMs: FLOOR, timers: false }, env: { HAYLOFT_CONFIG: mqttConfig(t, broker) } });
+  t.notOk(edge.app.clockTrust.trusted(), 'the clock is behind the floor');
+  await seed(t, edge);
+  await until('births', () => sub.of('DBIRTH').some((m) => m.device === 'boiler') && sub.of('DBIRTH').some((m) => m.device === 'ahu'));
+  const sp = num(birthMetrics(sub.of('DBIRTH').filter((m) => m.device === 'boiler').at(-1) as Seen).get('sp')?.alias);
+  const tempAlias = num(birthMetrics(sub.of('DBIRTH').filter((m) => m.device === 'ahu').at(-1) as Seen).get('temp')?.alias);
+  edge.app.points.setCur('sp', { curVal: HNumber.of(71, '°F') });
+  // A client's history (dated by the client) still goes: the pass that sends it began after the change.
+  await hisWrite(t, edge, 'temp', [[FLOOR - 60_000, 20]]);
+  await until('the history sample published', () => samplesOf(sub, tempAlias).length === 1);
+  const spReports = (): { ts: number; value: unknown }[] => samplesOf(sub, sp).filter((x) => x.value === 71);
+  t.same(spReports(), [], 'no curVal report dated by an untrusted clock');
+
+  clock.stepWall(2 * 3_600_000);
+  edge.app.clockTrust.check();
+  t.ok(edge.app.clockTrust.trusted(), 'NTP set the clock');
+  await until('the waiting report', () => spReports().length === 1);
+  t.ok((spReports()[0]?.ts ?? 0) >= FLOOR, 'sent once the clock is set, with the set time');
 });
 
 t.test('TLS with a client certificate; broker stopped and restarted: the gap goes as historical DDATA', async (t) => {
