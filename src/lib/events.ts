@@ -72,27 +72,3 @@ export class EventBus<M extends EventMap> {
     return out;
   }
 }
-
-/**
- * Listeners of one object's own stream (a watch's changes, one socket's subscription): for what is
- * keyed by an instance rather than named on the bus. Returns the function that removes it.
- */
-export class Listeners<L extends (...args: never[]) => void> {
-  private list: readonly L[] = [];
-
-  add(listener: L): () => void {
-    this.list = [...this.list, listener];
-    return () => {
-      this.list = this.list.filter((l) => l !== listener);
-    };
-  }
-
-  get size(): number {
-    return this.list.length;
-  }
-
-  call(...args: Parameters<L>): void {
-    const list = this.list;
-    for (let i = 0; i < list.length; i++) (list[i] as L)(...args);
-  }
-}

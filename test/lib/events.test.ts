@@ -4,7 +4,7 @@
  * reverse even when one fails to start or to stop.
  */
 import t from 'tap';
-import { EventBus, Listeners } from '../../src/lib/events.js';
+import { EventBus } from '../../src/lib/events.js';
 import { type Part, Parts } from '../../src/lib/part.js';
 
 type Events = {
@@ -75,18 +75,6 @@ t.test('a listener that throws stops the emit (in-batch events abort their write
   bus.on('a', {}, () => seen.push('after'));
   t.throws(() => bus.emit('a', 1), /refused/);
   t.same(seen, []);
-});
-
-t.test('Listeners: add returns its own remover', async (t) => {
-  const l = new Listeners<(n: number) => void>();
-  const seen: number[] = [];
-  const off = l.add((n) => seen.push(n));
-  l.add((n) => seen.push(n * 10));
-  l.call(2);
-  off();
-  l.call(3);
-  t.same(seen, [2, 20, 30]);
-  t.equal(l.size, 1);
 });
 
 t.test('Parts: started in order, stopped in reverse, metrics before start', async (t) => {
