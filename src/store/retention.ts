@@ -127,10 +127,14 @@ export class Retention implements Part {
   private readonly storeBytes: () => number;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
+  /** The work in progress: timer ticks, runOnce and makeRoom take turns, never two at once. */
+  private turn: Promise<unknown> = Promise.resolve();
   private stopped = false;
   /** Points left in the current run; undefined between runs. */
   private queue: string[] | undefined;
   private run: RunSummary & { startedMono: number } = { points: 0, samplesDropped: 0, bucketsRolled: 0, bucketsDropped: 0, startedMono: 0 };
+  /** Key ranges removed in this run, compacted once at its end (a compaction per step would rewrite the same files again and again). */
+  private removed: [Uint8Array, Uint8Array][] = [];
   private nextRunMono = -Infinity;
   /** Making room (past the size bound or near the floor), until back under with a margin. */
   private rooming: string | null = null;
@@ -197,6 +201,7 @@ export class Retention implements Part {
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
     await this.running;
+    await this.turn;
   }
 
   /** Raw samples before a pending roll's cut were counted: removed now (store/rollups.ts). */
@@ -222,10 +227,17 @@ export class Retention implements Part {
     this.timer.unref();
   }
 
+  /** Runs `f` once the work before it ended. */
+  private one<T>(f: () => Promise<T>): Promise<T> {
+    const mine = this.turn.then(f, f);
+    this.turn = mine.catch(() => undefined);
+    return mine;
+  }
+
   private async tick(): Promise<void> {
     let busy = false;
     try {
-      busy = await this.work();
+      busy = await this.one(() => this.work());
     } catch (err) {
       this.o.log.error({ err }, 'history retention failed; it tries again at its next check');
       this.queue = undefined;
@@ -253,24 +265,29 @@ export class Retention implements Part {
 
   /** A whole run at once, no gaps (tests and the CLI); returns its summary. */
   async runOnce(): Promise<RunSummary | undefined> {
-    if (!this.trusted()) return undefined;
-    this.beginRun();
-    while (this.queue !== undefined) await this.runStep();
-    return this.lastRun?.summary;
+    return this.one(async () => {
+      if (!this.trusted()) return undefined;
+      this.beginRun();
+      while (this.queue !== undefined) await this.runStep();
+      return this.lastRun?.summary;
+    });
   }
 
   /** Makes room until none is needed or nothing more can go (tests); returns samples removed. */
   async makeRoom(): Promise<number> {
-    if (!this.trusted()) return 0;
-    const before = this.dropped.room;
-    while (this.roomNeeded() && (await this.roomStep()));
-    return this.dropped.room - before;
+    return this.one(async () => {
+      if (!this.trusted()) return 0;
+      const before = this.dropped.room;
+      while (this.roomNeeded() && (await this.roomStep()));
+      return this.dropped.room - before;
+    });
   }
 
   private beginRun(): void {
     const ids = new Set([...this.o.history.points(), ...this.o.rollups.ids()]);
     this.queue = [...ids];
     this.run = { points: 0, samplesDropped: 0, bucketsRolled: 0, bucketsDropped: 0, startedMono: this.o.clock.monotonic() };
+    this.removed = [];
     this.nextRunMono = this.o.clock.monotonic() + this.everyMs;
   }
 
@@ -278,9 +295,8 @@ export class Retention implements Part {
     const queue = this.queue as string[];
     const now = this.o.clock.now();
     const batch = queue.splice(0, this.perStep);
-    const ranges: [Uint8Array, Uint8Array][] = [];
     for (const id of batch) {
-      const out = await this.trimPoint(id, now, null, ranges);
+      const out = await this.trimPoint(id, now, null, this.removed);
       if (out.dropped > 0 || out.bucketsDropped > 0) this.run.points++;
       this.run.samplesDropped += out.dropped;
       this.run.bucketsRolled += out.rolled;
@@ -288,8 +304,9 @@ export class Retention implements Part {
       // A point with more than a day due comes back at the end of the run, a day at a time.
       if (out.more) queue.push(id);
     }
-    await this.compact(ranges);
     if (queue.length > 0) return;
+    await this.compact(this.removed);
+    this.removed = [];
     this.queue = undefined;
     this.runs++;
     const { startedMono, ...summary } = this.run;
@@ -353,9 +370,19 @@ export class Retention implements Part {
     return out;
   }
 
-  /** Gives the space back: LevelDB compacts the ranges just removed (their tombstones, the files they shadow). */
+  /**
+   * Gives the space back: LevelDB compacts the ranges removed (their tombstones, the files they
+   * shadow). Ranges that start at the same key (the slices of one point) are compacted once, to
+   * the furthest end.
+   */
   private async compact(ranges: readonly [Uint8Array, Uint8Array][]): Promise<void> {
-    for (const [from, to] of ranges) await this.o.store.db.compactRange(from, to, { keyEncoding: 'view' });
+    const widest = new Map<string, [Uint8Array, Uint8Array]>();
+    for (const [from, to] of ranges) {
+      const k = Buffer.from(from).toString('latin1');
+      const had = widest.get(k);
+      if (had === undefined || Buffer.compare(had[1], to) < 0) widest.set(k, [from, to]);
+    }
+    for (const [from, to] of widest.values()) await this.o.store.db.compactRange(from, to, { keyEncoding: 'view' });
   }
 
   /** Whether room must be made now (with hysteresis: once started, until back under with a margin). */

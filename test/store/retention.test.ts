@@ -325,3 +325,30 @@ t.test('deleting a point drops its rollups', async (t) => {
   t.same(w.rollups.ids(), []);
   t.same(await w.store.roll.keys().all(), [], 'no key of it is left');
 });
+
+t.test('as a part: runs on its own timers, a few points per step, and stops', async (t) => {
+  const w = await world(t);
+  for (const id of ['a', 'b', 'c', 'd', 'e']) await writeCurve(w.his, id, curve(T0, 2 * 1440, MIN));
+  w.clock.set(T0 + 2 * DAY_MS);
+  const r = w.retention({ timers: true, everyMs: HOUR, checkMs: 5, stepGapMs: 1, pointsPerStep: 2 });
+  const steps: number[] = [];
+  const orig = w.his.deleteSpans.bind(w.his);
+  w.his.deleteSpans = async (spans) => {
+    steps.push(spans.length);
+    return orig(spans);
+  };
+  await r.start();
+  // The first run a minute after start, on the monotonic clock (the wall clock stepping back changes nothing).
+  w.clock.stepWall(-30 * DAY_MS);
+  w.clock.stepWall(30 * DAY_MS);
+  await new Promise((res) => setTimeout(res, 50));
+  t.equal(r.lastRun, null, 'not before its first minute');
+  w.clock.advanceMonotonic(60_000);
+  for (let i = 0; i < 500 && r.lastRun === null; i++) await new Promise((res) => setTimeout(res, 10));
+  t.not(r.lastRun, null, 'it ran');
+  t.same(steps, [1, 1, 1, 1, 1], 'one point at a time, each its own delete');
+  for (const id of ['a', 'b', 'c', 'd', 'e']) t.equal(w.his.stats(id).start, T0 + DAY_MS, `${id} trimmed`);
+  t.equal(r.runs, 1, 'one run, not one per check');
+  await r.stop();
+  w.his.deleteSpans = orig;
+});
