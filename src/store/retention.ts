@@ -135,6 +135,8 @@ export class Retention implements Part {
   private run: RunSummary & { startedMono: number } = { points: 0, samplesDropped: 0, bucketsRolled: 0, bucketsDropped: 0, startedMono: 0 };
   /** Key ranges removed in this run, compacted once at its end (a compaction per step would rewrite the same files again and again). */
   private removed: [Uint8Array, Uint8Array][] = [];
+  /** Points this run removed something of. */
+  private touched = new Set<string>();
   private nextRunMono = -Infinity;
   /** Making room (past the size bound or near the floor), until back under with a margin. */
   private rooming: string | null = null;
@@ -288,6 +290,7 @@ export class Retention implements Part {
     this.queue = [...ids];
     this.run = { points: 0, samplesDropped: 0, bucketsRolled: 0, bucketsDropped: 0, startedMono: this.o.clock.monotonic() };
     this.removed = [];
+    this.touched = new Set();
     this.nextRunMono = this.o.clock.monotonic() + this.everyMs;
   }
 
@@ -297,7 +300,7 @@ export class Retention implements Part {
     const batch = queue.splice(0, this.perStep);
     for (const id of batch) {
       const out = await this.trimPoint(id, now, null, this.removed);
-      if (out.dropped > 0 || out.bucketsDropped > 0) this.run.points++;
+      if (out.dropped > 0 || out.bucketsDropped > 0) this.touched.add(id);
       this.run.samplesDropped += out.dropped;
       this.run.bucketsRolled += out.rolled;
       this.run.bucketsDropped += out.bucketsDropped;
@@ -307,6 +310,8 @@ export class Retention implements Part {
     if (queue.length > 0) return;
     await this.compact(this.removed);
     this.removed = [];
+    this.run.points = this.touched.size;
+    this.touched = new Set();
     this.queue = undefined;
     this.runs++;
     const { startedMono, ...summary } = this.run;

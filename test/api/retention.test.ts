@@ -69,6 +69,13 @@ t.test('after retention: hisRead has the recent samples, GraphQL aggregates the 
   const run = await r.app.retention?.runOnce();
   t.equal(run?.samplesDropped, 2 * 1440, 'the run removed two days of samples of one point');
 
+  const metrics = await (await fetch(`${r.base}/metrics`, { headers: r.auth })).text();
+  t.match(metrics, /hayloft_retention_samples_dropped_total\{reason="age"\} 2880/, 'metrics: samples dropped by age');
+  t.match(metrics, /hayloft_retention_rollup_buckets_written_total 192/, 'metrics: rollup buckets kept');
+  t.match(metrics, /hayloft_retention_last_run_timestamp_seconds [1-9]/, 'metrics: the last run');
+  const health = (await (await fetch(`${r.base}/api/health`)).json()) as { parts: Record<string, Record<string, unknown>> };
+  t.equal(health.parts.retention?.lastRun, iso(T0 + 3 * DAY), 'health: the last run');
+
   const range = `${iso(T0).slice(0, 10)},${iso(T0 + 3 * DAY).slice(0, 10)}`;
   const read = ok(t, await admin.read('temp', range), 'hisRead of the whole range');
   t.equal(read.rows.length, 1440, 'only the last day is there raw');
