@@ -313,6 +313,7 @@ export class App {
           info: { serverName: config.serverName, tz: timeZone(config.tz), productVersion: productVersion(), bootTime: clock.now(), clockStatus: () => clockTrust.status().status },
           watches,
           history,
+          rollups,
           points,
           writer,
           drivers: drivers.infos(),

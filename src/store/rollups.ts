@@ -494,6 +494,61 @@ export class RollupStore implements Part {
     });
   }
 
+  /**
+   * Removes the point's buckets that overlap [start, end) (a hisDelete of that range): a bucket
+   * summarises samples that may be among the deleted ones, and cannot be split. Returns how many.
+   */
+  async deleteRange(id: string, start: number, end: number): Promise<number> {
+    return this.serial(id, async () => {
+      const s = this.states.get(id);
+      if (s === undefined || !(start < end)) return 0;
+      const batch = this.store.db.batch();
+      let removed = 0;
+      let oldest = s.oldestDay;
+      /** Days this delete empties (their keys go in the batch). */
+      const gone = new Set<number>();
+      try {
+        const from = start === -Infinity ? -Infinity : dayOf(start - ROLLUP_MS);
+        const to = end === Infinity ? Infinity : dayOf(end) + DAY_MS;
+        for (const [k, v] of await this.level.iterator({ gte: dayKey(id, from), lt: dayKey(id, to) }).all()) {
+          const { kind, buckets } = decodeDay(v, id);
+          const before = buckets.size;
+          for (const b0 of [...buckets.keys()]) if (b0 < end && b0 + ROLLUP_MS > start) buckets.delete(b0);
+          if (buckets.size === before) continue;
+          removed += before - buckets.size;
+          if (buckets.size > 0) batch.put(k, encodeDay(kind, buckets), { sublevel: this.level });
+          else {
+            batch.del(k, { sublevel: this.level });
+            gone.add(keyDay(k));
+          }
+        }
+        if (removed > 0) {
+          // The oldest day may have gone: the first day key not emptied by this delete.
+          oldest = Infinity;
+          for (const k of await this.level.keys({ gte: dayKey(id, -Infinity), lt: dayKey(id, Infinity) }).all()) {
+            const d = keyDay(k);
+            if (!gone.has(d)) {
+              oldest = d;
+              break;
+            }
+          }
+        }
+      } catch (e) {
+        await batch.close();
+        throw wrap(e, 'cannot read history rollups to delete from');
+      }
+      if (removed === 0) {
+        await batch.close();
+        return 0;
+      }
+      const state: RollupState = { ...s, oldestDay: oldest };
+      batch.put(idKey(T_HORIZON, id), encodeState(state), { sublevel: this.level });
+      await commit(batch, 'cannot delete history rollups');
+      this.states.set(id, state);
+      return removed;
+    });
+  }
+
   /** Every rollup of a point (its record was deleted): its days, state and any pending mark. */
   async dropPoint(id: string): Promise<void> {
     await this.serial(id, async () => {

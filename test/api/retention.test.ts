@@ -129,6 +129,17 @@ t.test('after retention: hisRead has the recent samples, GraphQL aggregates the 
     'all of them',
   );
 
+  // hisDelete of a day takes its rollups too: aggregates no longer show the deleted samples.
+  ok(t, await admin.del('temp', iso(T0).slice(0, 10)), 'hisDelete of the first (rolled-up) day');
+  const after = await gql(r, q);
+  t.same(
+    points(after, 'mean').map((p) => p.time),
+    [T0 + DAY, T0 + 2 * DAY],
+    'its mean is gone, the next days stay',
+  );
+  t.same(points(after, 'count').map((p) => p.value), ['2880'], 'COUNT no longer counts it');
+  t.equal(r.app.rollups.state('temp')?.oldestDay, T0 + DAY, 'the oldest rolled day moved on');
+
   // A deleted point takes its rollups.
   ok(t, await admin.post('deleteRec', { id: HRef.of('temp') }), 'deleteRec');
   for (let i = 0; i < 100 && r.app.rollups.ids().includes('temp'); i++) await new Promise((res) => setTimeout(res, 10));
