@@ -52,7 +52,7 @@ export interface RetentionOptions {
   log: Logger;
   /** The policy of a point (its tags, else the configuration's defaults). */
   policy: (id: string) => RetentionPolicy;
-  /** config historyMaxBytes: bytes the store may take (0: no bound). */
+  /** config historyMaxBytes: bytes the store may take (0: no bound, and no room made near the floor either). */
   maxStoreBytes: number;
   /** Between runs, ms (default 1 h). */
   everyMs?: number;
@@ -397,7 +397,9 @@ export class Retention implements Part {
     const free = space?.freeBytes();
     const size = maxStoreBytes > 0 ? this.storeBytes() : 0;
     const overSize = maxStoreBytes > 0 && size > (this.rooming === null ? maxStoreBytes : 0.95 * maxStoreBytes);
-    const nearFloor = floor > 0 && free !== undefined && free < (this.rooming === null ? 1.25 : 1.5) * floor;
+    // historyMaxBytes 0 turns size-based retention off, making room near the floor included:
+    // history is then only refused at the floor, never removed for room (docs/history.md).
+    const nearFloor = maxStoreBytes > 0 && floor > 0 && free !== undefined && free < (this.rooming === null ? 1.25 : 1.5) * floor;
     const why = overSize ? `the store takes ${size} bytes, its bound is ${maxStoreBytes} (historyMaxBytes)` : nearFloor ? `${free} bytes free, the floor is ${floor} (historyMinFreeBytes)` : null;
     if ((why === null) !== (this.rooming === null)) {
       if (why !== null) this.o.log.warn({ reason: why }, 'history retention makes room: the oldest history goes first');

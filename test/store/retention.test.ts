@@ -282,7 +282,9 @@ t.test('the disk floor: room is made before the floor is reached, never the last
     refresh: async () => void refreshes++,
   };
   w.clock.set(T0 + 4 * DAY_MS);
-  const r = w.retention({ space });
+  const off = w.retention({ space, maxStoreBytes: 0 });
+  t.equal(await off.makeRoom(), 0, 'with size-based retention off (historyMaxBytes 0) no room is made: writes are refused at the floor');
+  const r = w.retention({ space, maxStoreBytes: 1024 ** 4 });
   await r.makeRoom();
   t.ok(space.freeBytes() >= 1.5 * space.floorBytes || w.his.stats('p').start! >= T0 + 3 * DAY_MS, 'back above 1.5 times the floor, or only the last day left');
   t.ok(refreshes > 0, 'the free space is read again after each step');
@@ -290,7 +292,7 @@ t.test('the disk floor: room is made before the floor is reached, never the last
 
   // Nothing left to remove but the last day: said once, health degraded.
   const tight = { ...space, floorBytes: disk };
-  const r2 = w.retention({ space: tight });
+  const r2 = w.retention({ space: tight, maxStoreBytes: 1024 ** 4 });
   await r2.makeRoom();
   await r2.makeRoom();
   t.equal(w.his.stats('p').start, T0 + 3 * DAY_MS, 'the last day stays');
