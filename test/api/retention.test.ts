@@ -36,7 +36,8 @@ const iso = (ms: number): string => new Date(ms).toISOString();
 
 t.test('after retention: hisRead has the recent samples, GraphQL aggregates the rolled-up ones, through a restart and a backup', async (t) => {
   const clock = new ManualClock(T0);
-  const r = await startApp(t, { clock });
+  // Raw samples kept two days by default (historyRetentionDays), one by the tag of `temp`.
+  const r = await startApp(t, { clock, env: { HAYLOFT_HISTORY_RETENTION_DAYS: '2' } });
   const admin = hisClient(r);
 
   // Bad tags are refused when the record is written, and change nothing.
@@ -51,7 +52,7 @@ t.test('after retention: hisRead has the recent samples, GraphQL aggregates the 
       { id: HRef.of('temp'), point: MARKER, his: MARKER, kind: 'Number', name: 'temp', tz: 'UTC', unit: '°C', hisRetention: HNumber.of(1, 'day') },
       { id: HRef.of('other'), point: MARKER, his: MARKER, kind: 'Number', name: 'other', tz: 'UTC', unit: '°C' },
     ]),
-    'a point keeping one day of raw samples, and one on the defaults (730 days)',
+    'a point keeping one day of raw samples, and one on the default (two days here)',
   );
   // Three days of one-minute samples, a sensor-like curve.
   const ts: number[] = [];
@@ -67,11 +68,11 @@ t.test('after retention: hisRead has the recent samples, GraphQL aggregates the 
   clock.set(T0 + 3 * DAY);
   await relogin(r);
   const run = await r.app.retention?.runOnce();
-  t.equal(run?.samplesDropped, 2 * 1440, 'the run removed two days of samples of one point');
+  t.equal(run?.samplesDropped, 3 * 1440, 'the run removed two days of one point, one of the other');
 
   const metrics = await (await fetch(`${r.base}/metrics`, { headers: r.auth })).text();
-  t.match(metrics, /hayloft_retention_samples_dropped_total\{reason="age"\} 2880/, 'metrics: samples dropped by age');
-  t.match(metrics, /hayloft_retention_rollup_buckets_written_total 192/, 'metrics: rollup buckets kept');
+  t.match(metrics, /hayloft_retention_samples_dropped_total\{reason="age"\} 4320/, 'metrics: samples dropped by age');
+  t.match(metrics, /hayloft_retention_rollup_buckets_written_total 288/, 'metrics: rollup buckets kept');
   t.match(metrics, /hayloft_retention_last_run_timestamp_seconds [1-9]/, 'metrics: the last run');
   const health = (await (await fetch(`${r.base}/api/health`)).json()) as { parts: Record<string, Record<string, unknown>> };
   t.equal(health.parts.retention?.lastRun, iso(T0 + 3 * DAY), 'health: the last run');
@@ -80,7 +81,7 @@ t.test('after retention: hisRead has the recent samples, GraphQL aggregates the 
   const read = ok(t, await admin.read('temp', range), 'hisRead of the whole range');
   t.equal(read.rows.length, 1440, 'only the last day is there raw');
   t.equal((read.rows[0]?.get('ts') as HDateTime).epochMs, T0 + 2 * DAY, 'from the cut on');
-  t.equal(ok(t, await admin.read('other', range), 'hisRead of the other point').rows.length, 3 * 1440, 'the other point keeps everything');
+  t.equal(ok(t, await admin.read('other', range), 'hisRead of the other point').rows.length, 2 * 1440, 'the other point keeps two days: the setting, without a tag');
   t.equal(((await admin.rec('temp')).get('hisStart') as HDateTime).epochMs, T0 + 2 * DAY, 'hisStart follows');
 
   const q = `{ haystack { entity(id: "temp") { history(rangeAbsolute: {start: "${iso(T0)}", end: "${iso(T0 + 3 * DAY)}"}) {

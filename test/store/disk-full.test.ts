@@ -83,9 +83,7 @@ t.test('below the floor history is refused, the rest goes on, and resumes once s
   const floor = 8 * MIB;
   const r = await startApp(t, {
     dir: path.join(fs.dir, 'data'),
-    // Size-based retention off (historyMaxBytes 0): it would make room by removing the oldest
-    // samples, and this test counts every acknowledged one (retention: test/store/retention.test.ts).
-    env: { HAYLOFT_HISTORY_MIN_FREE_BYTES: String(floor), HAYLOFT_STORE_WRITE_BUFFER_BYTES: String(256 * 1024), HAYLOFT_HISTORY_MAX_BYTES: '0' },
+    env: { HAYLOFT_HISTORY_MIN_FREE_BYTES: String(floor), HAYLOFT_STORE_WRITE_BUFFER_BYTES: String(256 * 1024) },
   });
   const admin = hisClient(r);
   await point(t, admin);
