@@ -95,10 +95,19 @@ export const HAYSON_CODEC: Codec = {
 
 /**
  * The formats of the Haystack 4 API at /haystack/ (docs/haystack4.md): Zinc first, so no Accept
- * (Haxall's connector sends none) and wildcards get Zinc; `application/json` is Hayson; JSON v3
- * is there for clients that ask for it by `application/json; version=3` (or the vendor type).
+ * (Haxall's connector sends none) and wildcards get Zinc; `application/json` (and J2's
+ * `application/vnd.haystack+json`) is Hayson; JSON v3 is there for clients that ask for it by
+ * `application/json; version=3`.
  */
-export const H4_CODECS: readonly Codec[] = [ZINC, HAYSON_CODEC, { ...JSON_CODEC, param: 'version=3', listed: false }, VND_JSON, PLAIN_ZINC, CSV];
+export const H4_CODECS: readonly Codec[] = [
+  ZINC,
+  HAYSON_CODEC,
+  // J2's haystack-core and haystack-nclient name Hayson `application/vnd.haystack+json`.
+  { ...HAYSON_CODEC, mime: 'application/vnd.haystack+json', contentType: 'application/vnd.haystack+json', listed: false },
+  { ...JSON_CODEC, param: 'version=3', listed: false },
+  PLAIN_ZINC,
+  CSV,
+];
 
 /** The formats op's order: the one of docs/spec/interface.md's sample. */
 const LISTING_ORDER = ['text/plain', 'text/zinc', 'text/csv', 'application/json'];
