@@ -163,6 +163,8 @@ t.test('the path of Haxall\'s Haystack connector, Zinc posts without Accept', as
   t.ok(sub.meta.get('lease') instanceof HNumber, 'the lease');
   t.same(sub.rows.map((x) => (x.get('id') as HRef).id), [ids.sp, ids.temp], 'rows in request order');
   t.same((sub.rows[1]?.get('curVal') as HNumber).val, 71.5, 'curVal of the temp point');
+  t.same(sub.cols.map((c) => c.name).sort(), ['curErr', 'curStatus', 'curVal', 'id'].filter((n) => sub.cols.some((c) => c.name === n)).sort(), 'curValSub: only id and the cur tags');
+  t.notOk(sub.rows.some((x) => x.has('dis')), 'curValSub: no whole records');
   const subFull = zincOf(t, await h4Call(r.base, 'watchSub', { token, body: zinc([{ id: HRef.of(ids.temp as string) }, { id: HRef.of('nope') }], { watchId }) }), 'watchSub without curValSub');
   t.equal(subFull.rows[0]?.get('dis'), 'Temp', 'whole records without curValSub');
   t.equal(subFull.rows[1]?.get('id'), undefined, 'an unknown id: an empty row in its place');
@@ -176,6 +178,7 @@ t.test('the path of Haxall\'s Haystack connector, Zinc posts without Accept', as
   await r.app.points.settled();
   const poll1 = zincOf(t, await h4Call(r.base, 'watchPoll', { token, body: zinc({ empty: null }, { watchId, curValSub: MARKER }) }), 'second poll');
   t.same(poll1.rows.map((x) => [(x.get('id') as HRef).id, (x.get('curVal') as HNumber).val]), [[ids.temp, 72]], 'the changed point and its value');
+  t.notOk(poll1.rows.some((x) => x.has('dis')), 'curValSub: only the cur tags');
   const refresh = zincOf(t, await h4Call(r.base, 'watchPoll', { token, body: zinc({ empty: null }, { watchId, refresh: MARKER }) }), 'refresh poll');
   t.equal(refresh.rows.length, 2, 'refresh: every point, as whole records');
   t.ok(refresh.rows.every((x) => x.has('dis')), 'whole records without curValSub');
