@@ -10,7 +10,7 @@ import { readJsonHisBytes } from '../haystack/json-his.js';
 import type { ShapeLimits } from '../haystack/limits.js';
 import type { HGrid } from '../haystack/values.js';
 import { readZinc, writeZinc, writeZincChunks } from '../haystack/zinc.js';
-import { readHayson, writeHayson } from '../haystack/hayson.js';
+import { readHayson, writeHayson, writeHaysonChunks } from '../haystack/hayson.js';
 
 export interface Codec {
   /** `type/subtype`, lower case, no parameters. */
@@ -89,6 +89,7 @@ export const HAYSON_CODEC: Codec = {
   contentType: 'application/json',
   read: readHayson,
   write: writeHayson,
+  chunks: (g) => (streamed(g) ? writeHaysonChunks(g) : undefined),
   carriesMeta: true,
   listed: true,
 };

@@ -12,6 +12,7 @@
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { groupThousands } from '../lib/quote.js';
 import { parseDate, parseDateTime, parseTime } from './datetime.js';
+import { HisGrid, rowChunks } from './his-grid.js';
 import { DEFAULT_SHAPE_LIMITS, type ShapeLimits, limitError } from './limits.js';
 import { findTimeZone } from './tz.js';
 import {
@@ -242,22 +243,50 @@ function dictOf(d: HDict): Record<string, unknown> {
   return o;
 }
 
-function gridOf(g: HGrid): Record<string, unknown> {
+function headOf(g: HGrid): { meta: Record<string, unknown>; cols: Record<string, unknown>[] } {
   const meta: Record<string, unknown> = { ver: '3.0' };
   for (const [k, x] of g.meta) if (k !== 'ver') meta[k] = haysonVal(x);
   const cols = g.cols.length === 0 ? [{ name: 'empty' }] : g.cols.map((c) => (c.meta.isEmpty() ? { name: c.name } : { name: c.name, meta: dictOf(c.meta) }));
-  const names = g.cols.map((c) => c.name);
-  const rows = g.rows.map((r) => {
+  return { meta, cols };
+}
+
+/** Row i of a grid as a Hayson object; history rows straight from the columns (no dict per sample). */
+function rowOf(g: HGrid, names: readonly string[]): (i: number) => Record<string, unknown> {
+  if (g instanceof HisGrid) {
+    const { ts, tz } = g;
+    return (i) => ({ ts: { _kind: 'dateTime', val: tz.formatInstant(ts[i] as number, 0), tz: tz.name }, val: haysonVal(g.valueAt(i)) });
+  }
+  const rows = g.rows;
+  return (i) => {
+    const r = rows[i] as HDict;
     const o: Record<string, unknown> = {};
     for (const n of names) {
       const x = r.get(n);
       if (x !== undefined && x !== null) o[n] = haysonVal(x);
     }
     return o;
-  });
-  return { _kind: 'grid', meta, cols, rows };
+  };
+}
+
+function gridOf(g: HGrid): Record<string, unknown> {
+  const { meta, cols } = headOf(g);
+  const row = rowOf(g, g.cols.map((c) => c.name));
+  return { _kind: 'grid', meta, cols, rows: Array.from({ length: g.size }, (_, i) => row(i)) };
+}
+
+/**
+ * Hayson text in pieces (rows in chunks, his-grid.ts rowChunks) that concatenate to one grid:
+ * history and grids of many rows are streamed by the server this way, so a point-year is never
+ * one object tree or one string.
+ */
+export function* writeHaysonChunks(g: HGrid): Generator<string> {
+  const { meta, cols } = headOf(g);
+  yield `{"_kind":"grid","meta":${JSON.stringify(meta)},"cols":${JSON.stringify(cols)},"rows":[`;
+  const row = rowOf(g, g.cols.map((c) => c.name));
+  yield* rowChunks(g.size, (i) => JSON.stringify(row(i)), ',');
+  yield ']}';
 }
 
 export function writeHayson(g: HGrid): string {
-  return JSON.stringify(gridOf(g));
+  return [...writeHaysonChunks(g)].join('');
 }

@@ -202,6 +202,12 @@ t.test('the path of Haxall\'s Haystack connector, Zinc posts without Accept', as
   const batch = zincOf(t, await h4Call(r.base, 'hisRead', { token, body: zinc([{ id: HRef.of(ids.temp as string) }], { range: '2026-01-04' }) }), 'batch hisRead');
   t.same(batch.cols.map((c) => c.name), ['ts', 'v0'], 'batch: ts, v0');
   t.equal(batch.rows.length, 2, 'both samples of that day');
+  const hisJson = await h4Call(r.base, 'hisRead', { token, accept: 'application/json', body: zinc({ id: HRef.of(ids.temp as string), range: '2026-01-04' }) });
+  t.equal(hisJson.status, 200, 'hisRead in Hayson');
+  t.same((JSON.parse(hisJson.text) as { rows: unknown[] }).rows, [
+    { ts: { _kind: 'dateTime', val: '2026-01-04T05:00:00-05:00', tz: 'New_York' }, val: { _kind: 'number', val: 70, unit: '°F' } },
+    { ts: { _kind: 'dateTime', val: '2026-01-04T06:00:00-05:00', tz: 'New_York' }, val: { _kind: 'number', val: 71.5, unit: '°F' } },
+  ], 'Hayson history rows: dateTime with tz, number with unit');
   const hisGet = zincOf(t, await h4Call(r.base, 'hisRead', { token, query: `?id=@${ids.temp as string}&range=${encodeURIComponent('"2026-01-04"')}` }), 'hisRead by GET');
   t.equal(hisGet.rows.length, 2);
 

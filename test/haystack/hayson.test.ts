@@ -5,7 +5,8 @@
  */
 import t, { type Test } from 'tap';
 import core from 'haystack-core';
-import { readHayson, writeHayson } from '../../src/haystack/hayson.js';
+import { readHayson, writeHayson, writeHaysonChunks } from '../../src/haystack/hayson.js';
+import { HisGrid } from '../../src/haystack/his-grid.js';
 import { timeZone } from '../../src/haystack/tz.js';
 import { HCoord, HDate, HDateTime, HDict, HGrid, HNumber, HRef, HTime, HUri, type HVal, HXStr, MARKER, NA, REMOVE } from '../../src/haystack/values.js';
 import { readZinc, writeZinc } from '../../src/haystack/zinc.js';
@@ -99,4 +100,20 @@ t.test('Hayson decoding is strict and bounded', async (t) => {
   const g = readHayson('{"cols":[{"name":"ts"}],"rows":[{"ts":{"_kind":"dateTime","val":"2024-01-01T00:00:00-05:00"}}]}');
   t.equal((g.rows[0]?.get('ts') as HDateTime).epochMs, Date.parse('2024-01-01T05:00:00Z'), 'a dateTime without tz: its offset\'s instant');
   t.same(readHayson('{"cols":[{"name":"s"}],"rows":[{"s":{"_kind":"symbol","val":"elec-meter"}}]}').rows[0]?.get('s'), 'elec-meter', 'a Symbol reads as its name');
+});
+
+t.test('history is written from its columns, in chunks that make one grid', async (t) => {
+  const n = 5000;
+  const ts = Float64Array.from({ length: n }, (_, i) => Date.parse('2024-01-01T00:00:00Z') + i * 60_000);
+  const val = Float64Array.from({ length: n }, (_, i) => i / 4);
+  const g = new HisGrid(HDict.of({ id: HRef.of('p') }), ts, NY, { kind: 'Number', val, unit: 'kW' });
+  const chunks = [...writeHaysonChunks(g)];
+  t.ok(chunks.length > 3, `streamed in ${chunks.length} pieces`);
+  const theirs = core.HGrid.make(JSON.parse(chunks.join('')) as never);
+  t.equal(theirs.length, n, 'haystack-core reads every row');
+  const back = readHayson(chunks.join(''));
+  t.equal(back.rows.length, n);
+  t.same((back.rows[n - 1]?.get('val') as HNumber).val, (n - 1) / 4, 'the last value');
+  t.equal((back.rows[1]?.get('ts') as HDateTime).epochMs, ts[1], 'a timestamp');
+  t.equal((back.rows[1]?.get('ts') as HDateTime).tz.name, 'New_York', 'in its zone');
 });
