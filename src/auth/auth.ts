@@ -233,7 +233,8 @@ export class AuthService implements Part, ScramUsers {
     const user = this.model.stored(userId);
     if (user === undefined || !user.has('user')) throw new HayloftError(ErrorCodes.NOT_FOUND, `no user @${userId}`);
     // The SCRAM verifier (Haystack 4 logins, scram.ts) is derived from the same password, in the same batch.
-    await this.store.auth.batch().put(`pw:${userId}`, await hashPassword(pw)).put(`scram:${userId}`, JSON.stringify(deriveVerifier(pw))).write();
+    const [hash, verifier] = await Promise.all([hashPassword(pw), deriveVerifier(pw)]);
+    await this.store.auth.batch().put(`pw:${userId}`, hash).put(`scram:${userId}`, JSON.stringify(verifier)).write();
   }
 
   /** Creates a user entity with a password; `roleRef` names an existing role (id or name). */
@@ -403,7 +404,7 @@ export class AuthService implements Part, ScramUsers {
     this.lockout.success(keys);
     // A user whose password was set before SCRAM verifiers existed gets one now, from the password
     // just checked: from then on Haystack 4 clients can log in as that user too.
-    if ((await this.store.auth.get(`scram:${userId}`)) === undefined) await this.store.auth.put(`scram:${userId}`, JSON.stringify(deriveVerifier(password)));
+    if ((await this.store.auth.get(`scram:${userId}`)) === undefined) await this.store.auth.put(`scram:${userId}`, JSON.stringify(await deriveVerifier(password)));
     return this.newSession(userId, client.id);
   }
 

@@ -15,7 +15,7 @@
  * Handshakes live in memory, keyed by a random handshake token, for HANDSHAKE_TTL_MS on the
  * monotonic clock; each step consumes its state, so a replayed or reordered message finds nothing.
  */
-import { createHash, createHmac, pbkdf2Sync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, pbkdf2, randomBytes, timingSafeEqual } from 'node:crypto';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
 
@@ -42,14 +42,19 @@ export function scramKeys(saltedPassword: Buffer): { clientKey: Buffer; storedKe
   return { clientKey, storedKey: sha256(clientKey), serverKey: hmac(saltedPassword, 'Server Key') };
 }
 
-/** Hi() of RFC 5802: PBKDF2 with HMAC-SHA-256, 32 bytes. */
-export function saltedPassword(password: string, salt: Buffer, iterations: number): Buffer {
-  // RFC 5802 asks for SASLprep; NFC is what the scrypt hashes use too (passwords.ts), and equal for ASCII.
-  return pbkdf2Sync(password.normalize('NFC'), salt, iterations, 32, 'sha256');
+/**
+ * Hi() of RFC 5802: PBKDF2 with HMAC-SHA-256, 32 bytes, off the event loop (libuv's pool), as
+ * scrypt is for the password hashes: tens of milliseconds on a small board.
+ */
+export function saltedPassword(password: string, salt: Buffer, iterations: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    // RFC 5802 asks for SASLprep; NFC is what the scrypt hashes use too (passwords.ts), and equal for ASCII.
+    pbkdf2(password.normalize('NFC'), salt, iterations, 32, 'sha256', (err, key) => (err ? reject(err) : resolve(key)));
+  });
 }
 
-export function deriveVerifier(password: string, salt: Buffer = randomBytes(16), iterations = SCRAM_ITERATIONS): ScramVerifier {
-  const { storedKey, serverKey } = scramKeys(saltedPassword(password, salt, iterations));
+export async function deriveVerifier(password: string, salt: Buffer = randomBytes(16), iterations = SCRAM_ITERATIONS): Promise<ScramVerifier> {
+  const { storedKey, serverKey } = scramKeys(await saltedPassword(password, salt, iterations));
   return { salt: salt.toString('base64'), iterations, storedKey: storedKey.toString('base64'), serverKey: serverKey.toString('base64') };
 }
 

@@ -21,7 +21,8 @@ t.test('the test client reproduces RFC 7677 §3', async (t) => {
 // ---- the server ---------------------------------------------------------------------------
 
 /** RFC 7677's user, verifier derived by the server's code from its salt and iteration count. */
-const VECTOR: ScramVerifier = deriveVerifier('pencil', Buffer.from('W22ZaJ0SNY7soEsUEjb6gQ==', 'base64'), 4096);
+const VECTOR: ScramVerifier = await deriveVerifier('pencil', Buffer.from('W22ZaJ0SNY7soEsUEjb6gQ==', 'base64'), 4096);
+const UNKNOWN: ScramVerifier = await deriveVerifier('x-unknown', Buffer.alloc(16), 4096);
 
 function world(): { server: ScramServer; clock: ManualClock; failures: string[]; successes: string[]; locked: Set<string> } {
   const clock = new ManualClock(Date.UTC(2026, 0, 1));
@@ -29,7 +30,7 @@ function world(): { server: ScramServer; clock: ManualClock; failures: string[];
   const successes: string[] = [];
   const locked = new Set<string>();
   const users: ScramUsers = {
-    scramVerifier: (username) => Promise.resolve(username === 'user' ? { userId: 'u1', verifier: VECTOR } : { userId: undefined, verifier: deriveVerifier('x-unknown', Buffer.alloc(16), 4096) }),
+    scramVerifier: (username) => Promise.resolve(username === 'user' ? { userId: 'u1', verifier: VECTOR } : { userId: undefined, verifier: UNKNOWN }),
     checkLoginLockout: (username) => {
       if (locked.has(username)) throw new HayloftError(ErrorCodes.LOCKED_OUT, 'locked', { retryAfter: 1 });
     },
