@@ -121,6 +121,23 @@ function refuseImpersonation(req: IncomingMessage): void {
   if (req.headers['x-impersonate'] !== undefined) throw new HayloftError(ErrorCodes.CANNOT_IMPERSONATE, 'Cannot impersonate');
 }
 
+/**
+ * The principal of an access token (the WideSky bearer token or Haystack 4's authToken), after
+ * X-IMPERSONATE when `target` is given: at once for a known token without impersonation.
+ */
+export function principalOfToken(auth: AuthService, token: string, target: string | string[] | undefined): Principal | Promise<Principal> {
+  const cached = auth.cachedPrincipal(token);
+  // Without a promise when the token is known: most requests.
+  if (cached !== undefined && target === undefined) return cached;
+  const as = async (): Promise<Principal> => {
+    const p = cached ?? (await auth.authenticate(token));
+    if (target === undefined) return p;
+    const t = Array.isArray(target) ? target[0] : target;
+    return auth.impersonate(p, (t ?? '').trim());
+  };
+  return as();
+}
+
 export interface AuthHttp {
   token(req: IncomingMessage, res: ServerResponse): Promise<void>;
   logout(req: IncomingMessage, res: ServerResponse): Promise<void>;
@@ -248,17 +265,7 @@ export function authHttp(auth: AuthService, onUnexpected: (req: IncomingMessage,
           return hit;
         }
       }
-      const token = bearerOf(req);
-      const cached = auth.cachedPrincipal(token);
-      // Without a promise when the token is known: most requests.
-      if (cached !== undefined && target === undefined) return cached;
-      const as = async (): Promise<Principal> => {
-        const p = cached ?? (await auth.authenticate(token));
-        if (target === undefined) return p;
-        const t = Array.isArray(target) ? target[0] : target;
-        return auth.impersonate(p, (t ?? '').trim());
-      };
-      return as();
+      return principalOfToken(auth, bearerOf(req), target);
     },
   };
 }

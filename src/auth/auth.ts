@@ -13,7 +13,7 @@
  *   and every use still checks that the session is alive, so revocation takes effect at once.
  */
 import { quoteInput } from '../lib/quote.js';
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { chmodSync, existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { SignJWT, jwtVerify } from 'jose';
@@ -25,6 +25,7 @@ import type { Model } from '../model/model.js';
 import type { Store } from '../store/db.js';
 import { Lockout } from './lockout.js';
 import { dummyHash, hashPassword, randomSecret, verifyPassword } from './passwords.js';
+import { SCRAM_ITERATIONS, type ScramUsers, type ScramVerifier, deriveVerifier } from './scram.js';
 import { type Access, Grants, LATER_PERMISSIONS, PERMISSIONS, type Permission, policiesOf } from './permissions.js';
 import type { Part } from '../lib/part.js';
 
@@ -129,7 +130,10 @@ function loadSigningKey(dir: string, log: Logger): Uint8Array {
  */
 const LOCK_THRESHOLDS = { ua: 5, u: 10, ip: 20 };
 
-export class AuthService implements Part {
+/** The client id of sessions opened by a Haystack 4 login (SCRAM): they have no refresh token. */
+export const HAYSTACK_CLIENT = 'haystack4';
+
+export class AuthService implements Part, ScramUsers {
   readonly name = 'auth';
   private readonly store: Store;
   private readonly model: Model;
@@ -170,6 +174,7 @@ export class AuthService implements Part {
       else a.addSession(s);
     }
     for await (const k of opts.store.auth.keys({ gte: 'pw:', lt: 'pw;' })) if (!isUser(k.slice(3))) expired.push(k);
+    for await (const k of opts.store.auth.keys({ gte: 'scram:', lt: 'scram;' })) if (!isUser(k.slice(6))) expired.push(k);
     if (expired.length > 0) await opts.store.auth.batch(expired.map((key) => ({ type: 'del' as const, key })));
     // A deleted user's password hash and sessions are deleted in the same batch as the record,
     // so nothing of it can come back if a record is created again with its id.
@@ -178,6 +183,7 @@ export class AuthService implements Part {
         if (!r.has('user')) continue;
         const id = (r.get('id') as HRef).id;
         ops.del(opts.store.auth, `pw:${id}`);
+        ops.del(opts.store.auth, `scram:${id}`);
         for (const s of a.sessions.values()) if (s.userId === id) ops.del(opts.store.auth, `sess:${s.sid}`);
       }
     });
@@ -226,7 +232,9 @@ export class AuthService implements Part {
     const pw = this.checkPassword(password);
     const user = this.model.stored(userId);
     if (user === undefined || !user.has('user')) throw new HayloftError(ErrorCodes.NOT_FOUND, `no user @${userId}`);
-    await this.store.auth.put(`pw:${userId}`, await hashPassword(pw));
+    // The SCRAM verifier (Haystack 4 logins, scram.ts) is derived from the same password, in the same batch.
+    const [hash, verifier] = await Promise.all([hashPassword(pw), deriveVerifier(pw)]);
+    await this.store.auth.batch().put(`pw:${userId}`, hash).put(`scram:${userId}`, JSON.stringify(verifier)).write();
   }
 
   /** Creates a user entity with a password; `roleRef` names an existing role (id or name). */
@@ -394,7 +402,50 @@ export class AuthService implements Part {
       throw new HayloftError(ErrorCodes.INVALID_GRANT, 'wrong user name or password');
     }
     this.lockout.success(keys);
+    // A user whose password was set before SCRAM verifiers existed gets one now, from the password
+    // just checked: from then on Haystack 4 clients can log in as that user too.
+    if ((await this.store.auth.get(`scram:${userId}`)) === undefined) await this.store.auth.put(`scram:${userId}`, JSON.stringify(await deriveVerifier(password)));
     return this.newSession(userId, client.id);
+  }
+
+  // ---- Haystack 4 logins (scram.ts) ------------------------------------------------------
+
+  async scramVerifier(username: string): Promise<{ userId: string | undefined; verifier: ScramVerifier }> {
+    const userId = this.userIdByName(username);
+    const stored = userId === undefined ? undefined : await this.store.auth.get(`scram:${userId}`);
+    if (userId !== undefined && stored !== undefined) return { userId, verifier: JSON.parse(stored) as ScramVerifier };
+    if (userId !== undefined) this.log.warn({ username }, 'Haystack 4 login of a user without a SCRAM verifier: it gets one when its password is set or at its next WideSky login');
+    // The same salt for the same unknown name on every try (keyed by the signing key), and keys
+    // that no proof matches: the answer does not tell who exists.
+    const salt = createHmac('sha256', this.key).update(`scram-salt:${username.toLowerCase()}`).digest().subarray(0, 16);
+    const junk = createHmac('sha256', this.key).update(`scram-key:${username.toLowerCase()}`).digest('base64');
+    return { userId: undefined, verifier: { salt: salt.toString('base64'), iterations: SCRAM_ITERATIONS, storedKey: junk, serverKey: junk } };
+  }
+
+  checkLoginLockout(username: string, address: string): void {
+    this.checkLockout(this.lockKeys(username, address));
+  }
+
+  loginFailed(username: string, address: string): void {
+    this.lockout.failure(this.lockKeys(username, address));
+    this.log.warn({ username, address }, 'failed login (Haystack 4)');
+  }
+
+  loginSucceeded(username: string, address: string): void {
+    this.lockout.success(this.lockKeys(username, address));
+  }
+
+  /**
+   * A session for a user who completed a Haystack 4 login: its access token is the `authToken`
+   * (a JWT like every other, so expiry, revocation and the token cache are the same). It has no
+   * usable refresh token: a Haystack client logs in again when its token expires.
+   */
+  async haystackSession(userId: string): Promise<string> {
+    const now = this.clock.now();
+    const s: Session = { sid: randomUUID(), userId, clientId: HAYSTACK_CLIENT, refreshHash: sha256(randomSecret(32)), prevRefreshHash: null, refreshExpires: now, created: now };
+    await this.store.auth.put(`sess:${s.sid}`, JSON.stringify(s));
+    this.addSession(s);
+    return (await this.accessToken(userId, s.sid)).access_token;
   }
 
   /** grant_type=refresh_token: rotates the refresh token. */
@@ -482,6 +533,11 @@ export class AuthService implements Part {
       batch.del(`sess:${s.sid}`);
     }
     await batch.write();
+  }
+
+  /** Ends a session (Haystack 4's `close`): its tokens stop working at once. */
+  async endSession(sid: string): Promise<void> {
+    await this.revokeSession(sid);
   }
 
   /** Logout: the token's session (its access and refresh tokens) stops working. */
