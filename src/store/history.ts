@@ -1160,10 +1160,16 @@ export class HistoryStore implements Part {
     const started = this.monotonic();
     const sealIds = this.chooseSeals();
     await this.lock.run(sealIds, async () => {
-      const batch = this.store.db.batch();
+      const sealing = new Set(sealIds);
+      let batch: HisBatch;
+      try {
+        batch = this.store.db.batch();
+      } catch (e) {
+        this.failRound(e, sealing);
+        throw wrapStoreError(e, 'cannot write collected history');
+      }
       const round: Round = { journaled: new Map(), sealed: new Map(), seq: 0, releases: new Releases(this.journal), created: new Set() };
       const orphans = this.orphans;
-      const sealing = new Set(sealIds);
       let pending = 0;
       try {
         const parts: JournalPart[] = [];
