@@ -60,7 +60,7 @@ t.test('polled samples: readable at once, on disk with the next flush, one synce
   let x = await open(dir);
   const later = async (cycle: number): Promise<void> => {
     await x.his.writeMany(
-      Array.from({ length: 20 }, (_, p) => ({ pointId: `p${p}`, kind: 'Number' as HisKind, samples: [{ ts: 1000 * cycle, val: p + cycle / 10 }] })),
+      Array.from({ length: 20 }, (_, p) => ({ pointId: `p${p}`, kind: 'Number', samples: [{ ts: 1000 * cycle, val: p + cycle / 10 }] })),
       { flush: 'later' },
     );
   };
@@ -95,7 +95,7 @@ t.test('seals are spread over rounds, not all in one, and the journal is freed a
   const perRound: number[] = [];
   for (let c = 1; c <= 100; c++) {
     await x.his.writeMany(
-      Array.from({ length: points }, (_, p) => ({ pointId: `p${p}`, kind: 'Number' as HisKind, samples: [{ ts: 1000 * c, val: c }] })),
+      Array.from({ length: points }, (_, p) => ({ pointId: `p${p}`, kind: 'Number', samples: [{ ts: 1000 * c, val: c }] })),
       { flush: 'later' },
     );
     const before = x.his.counts.seals;
@@ -118,7 +118,7 @@ t.test('memory is bounded: past the tail budget the biggest tails are sealed ear
   const x = await open(tempDir(t), { chunkSize: 1024, tailBudget: 1000 });
   const tss = Array.from({ length: 40 }, (_, i) => i + 1);
   await x.his.writeMany(
-    Array.from({ length: 50 }, (_, p) => ({ pointId: `p${p}`, kind: 'Number' as HisKind, ts: tss, val: tss.map((v) => v * p) })),
+    Array.from({ length: 50 }, (_, p) => ({ pointId: `p${p}`, kind: 'Number', ts: tss, val: tss.map((v) => v * p) })),
     { flush: 'later' },
   );
   const m = new Map<string, number>();
