@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { Store } from '../../src/store/db.js';
-import type { HisKind, HisValue } from '../../src/store/his-codec.js';
+import type { HisValue } from '../../src/store/his-codec.js';
 import { HistoryStore, toSamples, type HisSample, type HistoryOptions } from '../../src/store/history.js';
 import { prng } from '../helpers/prng.js';
 import { tempDir } from '../helpers/tmp.js';
