@@ -233,6 +233,23 @@ export class Store {
     }
   }
 
+  /**
+   * LevelDB's compaction work since the database was (re)opened, from its `leveldb.stats`
+   * property (per level: files, size, time, MB read, MB written), summed over the levels.
+   */
+  compactionStats(): { readBytes: number; writeBytes: number; seconds: number } {
+    const out = { readBytes: 0, writeBytes: 0, seconds: 0 };
+    if (this.handle.status !== 'open') return out;
+    for (const line of this.handle.getProperty('leveldb.stats').split('\n')) {
+      const f = line.trim().split(/\s+/).map(Number);
+      if (f.length !== 6 || f.some((x) => !Number.isFinite(x))) continue;
+      out.seconds += f[3] as number;
+      out.readBytes += (f[4] as number) * 1048576;
+      out.writeBytes += (f[5] as number) * 1048576;
+    }
+    return out;
+  }
+
   async formatVersion(): Promise<number> {
     return Number(await this.meta.get('formatVersion'));
   }
