@@ -256,7 +256,7 @@ export class App {
       const drivers = driversOf(config, log);
       const events = new EventBus<ModelEvents>();
       const model = await Model.load({ records: new RecordStore(store), clock, events, drivers });
-      const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir });
+      const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir, trust: clockTrust });
       await parts.start(auth, metrics);
       await parts.start(space, metrics);
       const his = new HistoryStore(store, {
