@@ -663,7 +663,9 @@ export class HistoryStore implements Part {
       for (const [id, m] of metas) this.metas.set(id, m);
       this.nextRef = Math.max(stored, maxRef + 1);
       this.storedRef = stored;
-      // The journal, oldest first, into the tails: what a tail holds past its seal edge.
+      // The journal, oldest first, into the tails: what a tail holds past its seal edge. Polled
+      // samples not yet flushed (a reload after a failed write) are dropped, and counted.
+      for (const t of this.tails.values()) this.samplesRefused.error += t.n - t.durable;
       this.tails.clear();
       this.dirty.clear();
       this.journal.clear();
@@ -911,7 +913,9 @@ export class HistoryStore implements Part {
   }
 
   private appendable(id: string, cols: Cols): boolean {
-    return this.state === 'started' && !this.dropping.has(id) && (cols.ts[0] as number) > this.endOf(id);
+    // Past the seal edge too: deletes may leave it above the last sample.
+    const edge = Math.max(this.endOf(id), this.metas.get(id)?.sealedEnd ?? -Infinity);
+    return this.state === 'started' && !this.dropping.has(id) && (cols.ts[0] as number) > edge;
   }
 
   private append(id: string, kind: HisKind, cols: Cols): void {

@@ -306,3 +306,19 @@ t.test('random writes, polled appends, flushes, deletes and power cuts agree wit
   for (const id of ids) t.same(await readAll(x.his, id), modelOf(model.get(id)), `${id} after the last power cut`);
   await close(x);
 });
+
+t.test('a polled sample below a seal edge left by a delete goes into the chunks, not the tail', async (t) => {
+  const dir = tempDir(t);
+  let x = await open(dir, { chunkSize: 8 });
+  await x.his.write('p', 'Number', Array.from({ length: 40 }, (_, i) => ({ ts: i + 1, val: i + 1 })));
+  await x.his.delete('p', 30, 41);
+  t.equal(x.his.stats('p').end, 29);
+  await x.his.write('p', 'Number', [{ ts: 35, val: 3.5 }], { flush: 'later' });
+  await x.his.write('p', 'Number', [{ ts: 45, val: 4.5 }], { flush: 'later' });
+  const want = [...Array.from({ length: 29 }, (_, i) => `${i + 1}=${i + 1}`), '35=3.5', '45=4.5'];
+  t.same(await readAll(x.his, 'p'), want);
+  await x.his.flush();
+  x = await crash(x, dir, { chunkSize: 8 });
+  t.same(await readAll(x.his, 'p'), want, 'both kept, in order, after a power cut');
+  await close(x);
+});
