@@ -146,7 +146,7 @@ export const DEFAULT_FLUSH_INTERVAL = 5000;
 export const DEFAULT_TAIL_BUDGET = 1_000_000;
 export const DEFAULT_JOURNAL_AGE = 30 * 60_000;
 /** Samples one flush seals at most (the rest wait for the next round): bounds a round's batch and pause. */
-const MAX_SEAL_SAMPLES_PER_ROUND = 200_000;
+const MAX_SEAL_SAMPLES_PER_ROUND = 100_000;
 
 
 
@@ -1141,7 +1141,9 @@ export class HistoryStore implements Part {
         samples += t.n;
       } else rest.push([id, t]);
     }
-    let over = this.tailSamples - samples - Math.floor(0.8 * this.tailBudget);
+    // Past the budget, back to 90 % of it: each round then seals about what the last one added
+    // (a steady trickle of seals, biggest tails first), not a fifth of all memory every few rounds.
+    let over = this.tailSamples - samples - Math.floor(0.9 * this.tailBudget);
     if (this.tailSamples > this.tailBudget && over > 0) {
       rest.sort((a, b) => b[1].n - a[1].n);
       for (const [id, t] of rest) {
