@@ -256,10 +256,17 @@ export class App {
       const drivers = driversOf(config, log);
       const events = new EventBus<ModelEvents>();
       const model = await Model.load({ records: new RecordStore(store), clock, events, drivers });
-      const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir });
+      const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir, trust: clockTrust });
       await parts.start(auth, metrics);
       await parts.start(space, metrics);
-      history = new HistoryStore(store, { events, space });
+      const his = new HistoryStore(store, {
+        events,
+        space,
+        flushInterval: config.historyFlushMs,
+        tailBudget: config.historyTailSamples,
+        onFlushError: (err, dropped) => log.error({ err, dropped }, 'cannot write collected history: the polled samples since the last flush are dropped (counted in hayloft_history_refused_samples_total)'),
+      });
+      history = his;
       await parts.start(history, metrics);
       await parts.start({ name: 'drivers', stop: () => drivers.close() });
       const points = new PointState({ model, history, drivers: drivers.tags() });
@@ -315,7 +322,11 @@ export class App {
         metrics,
         metricsOpen: config.metricsOpen,
         health: () => app.health(),
-        backup: () => backupStream(store, { productVersion: productVersion(), now: clock.now() }),
+        // Polled samples still waiting for their flush go into the backup too.
+        backup: async () => {
+          await his.flush();
+          return backupStream(store, { productVersion: productVersion(), now: clock.now() });
+        },
         // WideSky's calls beyond the ops (push of watch changes, GraphQL, admin calls), and the console.
         groups: [pushGroup({ auth, watches, log, metrics }), graphqlGroup({ model, history, clock }), adminRoutes(auth), consoleRoutes(consoleFiles(consoleDir()))],
       });

@@ -63,7 +63,8 @@ export interface ApiServerOptions {
   /** `GET /api/health` (no authentication): liveness and storage state; 503 when not ok. */
   health?: () => Promise<HealthReport>;
   /** `GET /api/backup` (USER_ADMIN): the bytes of a backup file, read from one snapshot. */
-  backup?: () => Readable;
+  /** A backup stream (the history store flushes its pending samples first). */
+  backup?: () => Promise<Readable>;
   /** More route groups (GraphQL, sockets, admin calls): their routes win over `/api/<op>`. */
   groups?: readonly RouteGroup[];
 }

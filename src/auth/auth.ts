@@ -16,7 +16,7 @@ import { quoteInput } from '../lib/quote.js';
 import { createHash, createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { chmodSync, existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { SignJWT, jwtVerify } from 'jose';
+import { SignJWT, decodeJwt, jwtVerify } from 'jose';
 import { HDict, HRef, type HVal, MARKER } from '../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
@@ -70,6 +70,8 @@ interface CachedToken {
   userId: string;
   sid: string;
   exp: number;
+  /** Issued while the clock could not be trusted: its expiry is judged in the clock of its issue (see `untrusted`). */
+  jti?: string;
   /** The principal built for this token, valid while `gen` is the service's generation. */
   principal?: Principal;
   gen?: number;
@@ -80,6 +82,8 @@ export interface AuthOptions {
   model: Model;
   clock: Clock;
   log: Logger;
+  /** Whether the wall clock can be trusted (src/lib/clock-trust.ts); trusted when not given. */
+  trust?: { trusted(): boolean };
   /** Folder of the signing key file. */
   dataDir: string;
   minPasswordLength?: number;
@@ -144,6 +148,16 @@ export class AuthService implements Part, ScramUsers {
   private readonly sessions = new Map<string, Session>();
   private readonly byRefresh = new Map<string, string>();
   private readonly tokenCache = new Map<string, CachedToken>();
+  private readonly trust: AuthOptions['trust'];
+  /**
+   * Tokens (by jti) and sessions' refresh expiry (by `sess:` sid) dated while the clock could not
+   * be trusted (a Pi booting without its clock, before NTP steps it): the wall and monotonic
+   * readings of their issue. Their expiry is judged against the wall clock as it was then, moved
+   * on by the monotonic time since (`frameNow`), so a step of the clock (1970 to today) neither
+   * ends them at once nor makes them last for years. Kept in memory: after a restart such a
+   * session asks for a new login.
+   */
+  private readonly untrusted = new Map<string, { wall: number; mono: number }>();
   /** The token cachedPrincipal last found (checked again on every use, as any cached token). */
   private lastToken: { token: string; entry: CachedToken } | undefined;
   private readonly grantsCache = new Map<string, Grants>();
@@ -157,6 +171,7 @@ export class AuthService implements Part, ScramUsers {
     this.model = opts.model;
     this.clock = opts.clock;
     this.log = opts.log;
+    this.trust = opts.trust;
     this.key = key;
     this.minPasswordLength = opts.minPasswordLength ?? MIN_PASSWORD_LENGTH;
     this.lockout = new Lockout(opts.clock, { thresholds: LOCK_THRESHOLDS });
@@ -459,7 +474,7 @@ export class AuthService implements Part, ScramUsers {
     const h = sha256(refreshToken);
     const sid = this.byRefresh.get(h);
     const s = sid === undefined ? undefined : this.sessions.get(sid);
-    if (s === undefined || s.clientId !== client.id || s.refreshExpires <= this.clock.now()) {
+    if (s === undefined || s.clientId !== client.id || s.refreshExpires <= this.frameNow(`sess:${s.sid}`)) {
       const stolen = [...this.sessions.values()].find((x) => x.prevRefreshHash === h);
       if (stolen !== undefined) {
         // A rotated-away refresh token came back: someone holds a copy. End the session.
@@ -479,9 +494,27 @@ export class AuthService implements Part, ScramUsers {
     const refresh = randomSecret(32);
     const next: Session = { ...s, prevRefreshHash: s.refreshHash, refreshHash: sha256(refresh), refreshExpires: this.clock.now() + REFRESH_TTL_MS };
     await this.store.auth.put(`sess:${s.sid}`, JSON.stringify(next));
+    this.untrusted.delete(`sess:${s.sid}`);
+    this.stamp(`sess:${s.sid}`, this.clock.now());
     this.dropSession(s);
     this.addSession(next);
     return { ...(await this.accessToken(s.userId, s.sid)), refresh_token: refresh };
+  }
+
+  /** Remembers `key` as dated on an untrusted clock (when it is). */
+  private stamp(key: string, wall: number): void {
+    if (this.trust === undefined || this.trust.trusted()) return;
+    if (this.untrusted.size >= TOKEN_CACHE_MAX) {
+      const mono = this.clock.monotonic();
+      for (const [k, v] of this.untrusted) if (mono - v.mono > REFRESH_TTL_MS) this.untrusted.delete(k);
+    }
+    this.untrusted.set(key, { wall, mono: this.clock.monotonic() });
+  }
+
+  /** Now, in the clock `key` was dated on: the wall clock, or the untrusted one it was issued under. */
+  private frameNow(key: string | undefined): number {
+    const st = key === undefined ? undefined : this.untrusted.get(key);
+    return st === undefined ? this.clock.now() : st.wall + (this.clock.monotonic() - st.mono);
   }
 
   private async newSession(userId: string, clientId: string): Promise<TokenResponse> {
@@ -489,6 +522,7 @@ export class AuthService implements Part, ScramUsers {
     const now = this.clock.now();
     const s: Session = { sid: randomUUID(), userId, clientId, refreshHash: sha256(refresh), prevRefreshHash: null, refreshExpires: now + REFRESH_TTL_MS, created: now };
     await this.store.auth.put(`sess:${s.sid}`, JSON.stringify(s));
+    this.stamp(`sess:${s.sid}`, now);
     this.addSession(s);
     return { ...(await this.accessToken(userId, s.sid)), refresh_token: refresh };
   }
@@ -496,11 +530,13 @@ export class AuthService implements Part, ScramUsers {
   private async accessToken(userId: string, sid: string): Promise<Omit<TokenResponse, 'refresh_token'>> {
     const now = this.clock.now();
     const exp = now + ACCESS_TTL_MS;
+    const jti = randomUUID();
+    this.stamp(jti, now);
     const token = await new SignJWT({ sid })
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
       .setIssuer(ISSUER)
       .setSubject(userId)
-      .setJti(randomUUID())
+      .setJti(jti)
       .setIssuedAt(Math.floor(now / 1000))
       .setExpirationTime(Math.floor(exp / 1000))
       .sign(this.key);
@@ -549,22 +585,28 @@ export class AuthService implements Part, ScramUsers {
   // ---- requests -------------------------------------------------------------------------
 
   private async verify(token: string): Promise<CachedToken> {
-    const now = this.clock.now();
     const hit = this.tokenCache.get(token);
     if (hit !== undefined) {
-      if (hit.exp > now) return hit;
+      if (hit.exp > this.frameNow(hit.jti)) return hit;
       this.tokenCache.delete(token);
       throw unauthorized('the access token has expired; refresh it or log in again');
     }
     let payload;
     try {
+      // A token issued while the clock could not be trusted is judged in the clock it was issued under.
+      let now = this.clock.now();
+      if (this.untrusted.size > 0) {
+        const jti = decodeJwt(token).jti;
+        if (typeof jti === 'string') now = this.frameNow(jti);
+      }
       ({ payload } = await jwtVerify(token, this.key, { algorithms: ['HS256'], issuer: ISSUER, currentDate: new Date(now) }));
     } catch (e) {
       const code = (e as { code?: string }).code;
       throw unauthorized(code === 'ERR_JWT_EXPIRED' ? 'the access token has expired; refresh it or log in again' : 'invalid access token');
     }
     if (typeof payload.sub !== 'string' || typeof payload.sid !== 'string' || typeof payload.exp !== 'number') throw unauthorized('invalid access token');
-    const entry = { userId: payload.sub, sid: payload.sid, exp: payload.exp * 1000 };
+    const entry: CachedToken = { userId: payload.sub, sid: payload.sid, exp: payload.exp * 1000 };
+    if (typeof payload.jti === 'string' && this.untrusted.has(payload.jti)) entry.jti = payload.jti;
     if (this.tokenCache.size >= TOKEN_CACHE_MAX) this.tokenCache.clear();
     this.tokenCache.set(token, entry);
     return entry;
@@ -606,7 +648,7 @@ export class AuthService implements Part, ScramUsers {
     const last = this.lastToken;
     const t = last !== undefined && last.token === token ? last.entry : this.tokenCache.get(token);
     if (t !== undefined && t !== last?.entry) this.lastToken = { token, entry: t };
-    if (t?.principal === undefined || t.gen !== this.gen || t.exp <= this.clock.now() || !this.sessions.has(t.sid)) return undefined;
+    if (t?.principal === undefined || t.gen !== this.gen || t.exp <= (t.jti === undefined ? this.clock.now() : this.frameNow(t.jti)) || !this.sessions.has(t.sid)) return undefined;
     return t.principal;
   }
 

@@ -26,6 +26,14 @@ export interface Config {
    * samples) are refused with HL_STORAGE_FULL, before LevelDB runs out of space; 0 turns it off.
    */
   readonly historyMinFreeBytes: number;
+  /**
+   * Ms between flushes of polled samples: they are written together, one synced batch per flush;
+   * what a power cut can lose of them. 0 writes each poll cycle's samples at once. hisWrite is
+   * always acknowledged only once on disk.
+   */
+  readonly historyFlushMs: number;
+  /** Samples the open tails of all points may hold in memory before the biggest are sealed early. */
+  readonly historyTailSamples: number;
   /** Address the HTTP server binds to. */
   readonly host: string;
   /** Plain HTTP port; 0 picks a free one (tests); null: no plain HTTP (`off`). */
@@ -156,6 +164,20 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
     env: 'HAYLOFT_HISTORY_MIN_FREE_BYTES',
     default: () => 512 * MIB,
     parse: (raw) => integer(raw, 0, 1024 * 1024 * MIB),
+  },
+  // 5 s: 0.2 fsyncs a second for any number of points, and samples reach the flash in batches
+  // (docs/performance.md "Flash wear"); a power cut loses at most the last 5 s of polled samples.
+  historyFlushMs: {
+    env: 'HAYLOFT_HISTORY_FLUSH_MS',
+    default: () => 5000,
+    parse: (raw) => integer(raw, 0, 600_000),
+  },
+  // 1,000,000 samples: 16 MB at most in memory, whole chunks of 1,024 for up to about 1,000 points
+  // polled every second; with more points chunks get smaller rather than memory bigger.
+  historyTailSamples: {
+    env: 'HAYLOFT_HISTORY_TAIL_SAMPLES',
+    default: () => 1_000_000,
+    parse: (raw) => integer(raw, 1000, 100_000_000),
   },
   host: {
     env: 'HAYLOFT_HOST',

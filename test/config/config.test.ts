@@ -49,6 +49,8 @@ t.test('defaults', async (t) => {
     storeCacheBytes: 2 * 1024 * 1024,
     storeWriteBufferBytes: 2 * 1024 * 1024,
     historyMinFreeBytes: 512 * 1024 * 1024,
+    historyFlushMs: 5000,
+    historyTailSamples: 1_000_000,
     host: '0.0.0.0',
     port: 8080,
     maxBodyBytes: 64 * 1024 * 1024,
@@ -87,6 +89,8 @@ t.test('file, then environment over it, then --config choosing the file', async 
     storeCacheBytes: 2 * 1024 * 1024,
     storeWriteBufferBytes: 2 * 1024 * 1024,
     historyMinFreeBytes: 512 * 1024 * 1024,
+    historyFlushMs: 5000,
+    historyTailSamples: 1_000_000,
     host: '127.0.0.1',
     port: 9000,
     maxBodyBytes: 2048,
@@ -159,7 +163,7 @@ t.test('every validation error, each named with its source', async (t) => {
     ['bacnetPort not a number (env)', null, { HAYLOFT_BACNET_PORT: 'bacnet' }, 'bacnetPort', /an integer from 1 to 65535/],
     ['bacnetTimeoutMs too short (file)', { bacnetTimeoutMs: 10 }, {}, 'bacnetTimeoutMs', /an integer from 100 to 60000/],
     ['bacnetTimeoutMs with a unit (env)', null, { HAYLOFT_BACNET_TIMEOUT_MS: '3s' }, 'bacnetTimeoutMs', /an integer from 100 to 60000/],
-    ['an unknown key', { prot: 80 }, {}, 'prot', /a known key \(dataDir, storeCacheBytes, storeWriteBufferBytes, historyMinFreeBytes, host, port/],
+    ['an unknown key', { prot: 80 }, {}, 'prot', /a known key \(dataDir, storeCacheBytes, storeWriteBufferBytes, historyMinFreeBytes, historyFlushMs, historyTailSamples, host, port/],
   ];
   for (const [name, content, env, key, expected] of cases) {
     t.test(name, async (t) => {
