@@ -16,7 +16,7 @@ import { ErrorCodes, HayloftError, isHayloftError } from './lib/errors.js';
 import { backlogReport, formatBacklog } from './sync/index.js';
 import { createLogger, type Logger } from './lib/log.js';
 import { SystemdNotifier } from './lib/systemd.js';
-import { followLauncher, mainPid, runtimeReport } from './lib/runtime.js';
+import { runtimeReport, unappliedSettings } from './lib/runtime.js';
 import { settleWhenQuiet } from './lib/settle.js';
 import { reachableAddresses, urlHost } from './lib/addresses.js';
 import { existsSync, createReadStream, readFileSync, createWriteStream, renameSync, rmSync, statSync } from 'node:fs';
@@ -142,7 +142,13 @@ async function withApp<T>(argv: readonly string[], log: Logger, f: (app: App) =>
 async function serve(argv: readonly string[]): Promise<void> {
   const cfg = config(argv);
   const log = createLogger({ level: cfg.logLevel, format: cfg.logFormat });
-  followLauncher();
+  const unapplied = unappliedSettings();
+  if (unapplied !== undefined) {
+    log.warn(
+      { missingNodeFlags: unapplied.flags, missingMallocTunables: unapplied.tunables ?? null },
+      'started without the runtime settings, and this Node cannot restart itself with them: start Hayloft with its command (bin/hayloft), or give them to node, for the memory figures of docs/performance.md',
+    );
+  }
   // A bug that escapes a request must not take the building's server down: log it and go on.
   process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled promise rejection (a bug): logged, still serving'));
   const app = await App.start({ config: cfg, log, firstRun: firstRunFromEnv(process.env), processMetrics: true });
@@ -159,7 +165,7 @@ async function serve(argv: readonly string[]): Promise<void> {
   const cancelSettle = settleWhenQuiet(log);
   // Under systemd (Type=notify): READY now, watchdog keep-alives unless a part says a restart
   // would cure it (App.watchdogOk: not for a full disk, which a restart does not fix).
-  const systemd = new SystemdNotifier({ log, env: process.env, pid: mainPid(), healthy: () => app.watchdogOk() });
+  const systemd = new SystemdNotifier({ log, env: process.env, pid: process.pid, healthy: () => app.watchdogOk() });
   void systemd.ready(`serving on ${cfg.host}:${app.port}`);
   let stopping = false;
   const stop = (signal: string): void => {

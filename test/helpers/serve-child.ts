@@ -16,7 +16,7 @@ export interface Child {
   port: number;
   /** The HTTPS address (self-signed certificate) when HTTPS serves. */
   httpsBase: string | undefined;
-  /** The server's own pid (its "Hayloft is serving" line): on Node 20 a child of `proc`, which relaunches itself. */
+  /** The server's own pid (its "Hayloft is serving" line): the pid of `proc` (one process, started with tsx here). */
   pid: number;
   auth: Record<string, string>;
   /** Resolves with the signal (or exit code) once the process has ended. */
