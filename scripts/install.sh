@@ -69,6 +69,7 @@ fi
 [ -f "$FROM/package.json" ] || die "$FROM is not a Hayloft release (no package.json)"
 [ -f "$FROM/dist/cli.js" ] || die "$FROM is not built: run npm ci && npm run build there first"
 [ -f "$FROM/systemd/hayloft.service" ] || die "$FROM has no systemd/hayloft.service"
+[ -f "$FROM/bin/hayloft" ] || die "$FROM has no bin/hayloft"
 
 if [ -z "$NODE" ]; then NODE="$(command -v node || true)"; fi
 [ -n "$NODE" ] || die "node not found: install Node.js 20 or later, or pass --node PATH"
@@ -88,7 +89,7 @@ echo "installing Hayloft $VERSION from $FROM into ${R:-}$PREFIX"
 mkdir -p "$RELEASES"
 rm -rf "$DEST.new"
 mkdir "$DEST.new"
-for item in dist systemd scripts docs package.json package-lock.json README.md CHANGELOG.md LICENSE; do
+for item in bin dist systemd scripts docs package.json package-lock.json README.md CHANGELOG.md LICENSE; do
   if [ -e "$FROM/$item" ]; then cp -R "$FROM/$item" "$DEST.new/"; fi
 done
 if [ "$DEPS" = 1 ]; then
@@ -110,9 +111,12 @@ mv -T "$R$PREFIX/current.new" "$R$PREFIX/current"
 mkdir -p "$R$PREFIX/bin"
 cat > "$R$PREFIX/bin/hayloft.new" <<EOF
 #!/bin/sh
-# Written by scripts/install.sh: runs the release that $PREFIX/current points to. The daemon's
-# Node flags are applied by the program itself (src/lib/runtime.ts), however it is started.
-exec "$NODE" "$PREFIX/current/dist/cli.js" "\$@"
+# Written by scripts/install.sh: runs the release that $PREFIX/current points to with the chosen
+# node, through the release's own command (bin/hayloft), which execs node with the daemon's
+# runtime settings: one process, the one systemd started.
+HAYLOFT_NODE="$NODE"
+export HAYLOFT_NODE
+exec "$PREFIX/current/bin/hayloft" "\$@"
 EOF
 chmod 755 "$R$PREFIX/bin/hayloft.new"
 mv "$R$PREFIX/bin/hayloft.new" "$R$PREFIX/bin/hayloft"

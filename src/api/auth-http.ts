@@ -1,7 +1,7 @@
 /**
  * The HTTP side of authentication (docs/spec/interface.md "Authentication", docs/spec/wire-notes.md §3):
- * - `POST /oauth2/token` (grants password and refresh_token; client credentials by HTTP Basic;
- *   JSON or form body) answering the token object or an RFC 6749 §5.2 error body;
+ * - `POST /oauth2/token` (grants password and refresh_token; client credentials by HTTP Basic, or
+ *   the console's public client from its own origin; JSON or form body) answering the token object or an RFC 6749 §5.2 error body;
  * - `DELETE /oauth2/token` (logout);
  * - `POST /api/updatePassword` and `/user/updatePassword` (plain-text answers, 200 / 400);
  * - bearer authentication and `X-IMPERSONATE` for the data operations.
@@ -9,7 +9,7 @@
  */
 import { quoteInput } from '../lib/quote.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AuthService, Principal } from '../auth/auth.js';
+import { type AuthService, CONSOLE_CLIENT, type ClientCredentials, type Principal } from '../auth/auth.js';
 import { ErrorCodes, HayloftError, isHayloftError } from '../lib/errors.js';
 import { hasBody, readBodyText } from './body.js';
 import type { BodyBudget } from './guard.js';
@@ -72,6 +72,35 @@ function basicOf(req: IncomingMessage): { id: string; secret: string } {
     }
   };
   return { id: dec(text.slice(0, i)), secret: dec(text.slice(i + 1)) };
+}
+
+/** The origin a request was sent to: the scheme of the listener that took it and its Host header. */
+export function ownOrigin(req: IncomingMessage): string | undefined {
+  const host = req.headers.host;
+  if (host === undefined || host === '') return undefined;
+  return `${(req.socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http'}://${host.toLowerCase()}`;
+}
+
+/**
+ * The client of a token request. A confidential client authenticates with HTTP Basic (RFC 6749
+ * §2.3.1), as before. The console's public client names itself in the body (`client_id`, §2.3)
+ * and is accepted only from a page of the server's own origin: the browser sets `Origin` on every
+ * POST a script makes and a page cannot forge it, so another site's page cannot use the console
+ * client to guess passwords from a browser on the site's network or log a visitor in. A program
+ * can write any Origin, but then it holds the user's password already: the console client gives it
+ * nothing a confidential client would not, and the login lockout applies the same.
+ */
+function clientOf(req: IncomingMessage, form: Record<string, string>): ClientCredentials {
+  if (req.headers.authorization !== undefined || form.client_id === undefined) return basicOf(req);
+  const id = form.client_id;
+  if (id !== CONSOLE_CLIENT) throw new HayloftError(ErrorCodes.INVALID_CLIENT, `client ${quoteInput(id)} must authenticate with its secret: send Authorization: Basic base64(clientId:clientSecret)`);
+  const origin = req.headers.origin;
+  const own = ownOrigin(req);
+  const site = req.headers['sec-fetch-site'];
+  if (origin === undefined || own === undefined || origin.toLowerCase() !== own || (site !== undefined && site !== 'same-origin')) {
+    throw new HayloftError(ErrorCodes.INVALID_CLIENT, `client "${CONSOLE_CLIENT}" logs in only from the console's own page (Origin ${own ?? 'of this server'}); programs use a client with a secret`);
+  }
+  return { id, secret: null };
 }
 
 /** A JSON or form body as string fields. */
@@ -179,8 +208,10 @@ export function authHttp(auth: AuthService, onUnexpected: (req: IncomingMessage,
     async token(req, res) {
       try {
         refuseImpersonation(req);
-        const client = basicOf(req);
+        // Confidential clients are refused before their body is read, as before.
+        if (req.headers.authorization !== undefined) basicOf(req);
         const form = await formOf(req, budget);
+        const client = clientOf(req, form);
         const grant = form.grant_type;
         let answer;
         if (grant === 'password') {

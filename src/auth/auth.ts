@@ -37,6 +37,23 @@ const TOKEN_CACHE_MAX = 10_000;
 const KEY_FILE = 'jwt-signing.key';
 const ISSUER = 'hayloft';
 
+/**
+ * The console's OAuth2 client: public (RFC 6749 §2.1), with no secret, known to the server rather
+ * than stored, and accepted only from the console's own origin (the HTTP side checks the request's
+ * Origin: auth-http.ts). Its sessions are its own: a refresh token it got cannot be refreshed by
+ * another client, nor another client's by it. docs/security.md "The console's login".
+ */
+export const CONSOLE_CLIENT = 'hayloft-console';
+
+/**
+ * Who asks at the token endpoint: a confidential client with its secret, or the console's public
+ * client (`secret: null`) once the HTTP side has checked that the request came from its page.
+ */
+export interface ClientCredentials {
+  id: string;
+  secret: string | null;
+}
+
 export interface TokenResponse {
   access_token: string;
   refresh_token: string;
@@ -296,6 +313,7 @@ export class AuthService implements Part, ScramUsers {
 
   async addClient(clientId: string, secret?: string): Promise<string> {
     if (!/^[A-Za-z0-9._~-]{1,128}$/.test(clientId)) throw new HayloftError(ErrorCodes.INVALID_RECORD, `${quoteInput(clientId)} is not a valid client id (letters, digits, . _ ~ -)`);
+    if (clientId === CONSOLE_CLIENT) throw new HayloftError(ErrorCodes.CONFLICT, `client id "${CONSOLE_CLIENT}" is the console's own (public, without a secret): choose another`);
     if ((await this.store.auth.get(`client:${clientId}`)) !== undefined) throw new HayloftError(ErrorCodes.CONFLICT, `client "${clientId}" already exists`);
     const s = secret ?? randomSecret();
     if (s.length < 16) throw new HayloftError(ErrorCodes.WEAK_PASSWORD, 'a client secret must have at least 16 characters');
@@ -377,7 +395,13 @@ export class AuthService implements Part, ScramUsers {
 
   // ---- the token endpoint ---------------------------------------------------------------
 
-  private async checkClient(clientId: string, secret: string): Promise<void> {
+  private async checkClient(clientId: string, secret: string | null): Promise<void> {
+    if (secret === null) {
+      // Only the console is a public client; the HTTP side has checked the request's origin.
+      if (clientId !== CONSOLE_CLIENT) throw new HayloftError(ErrorCodes.INVALID_CLIENT, `client "${clientId}" must authenticate with its secret (HTTP Basic)`);
+      return;
+    }
+    if (clientId === CONSOLE_CLIENT) throw new HayloftError(ErrorCodes.INVALID_CLIENT, `client "${CONSOLE_CLIENT}" is public: it has no secret`);
     const hash = await this.store.auth.get(`client:${clientId}`);
     const ok = await verifyPassword(secret, hash ?? (await dummyHash()));
     if (hash === undefined || !ok) throw new HayloftError(ErrorCodes.INVALID_CLIENT, 'unknown client or wrong client secret');
@@ -398,7 +422,7 @@ export class AuthService implements Part, ScramUsers {
   }
 
   /** grant_type=password. `address` is the caller's IP address (for the lockout). */
-  async passwordGrant(client: { id: string; secret: string }, username: string, password: string, address: string): Promise<TokenResponse> {
+  async passwordGrant(client: ClientCredentials, username: string, password: string, address: string): Promise<TokenResponse> {
     const keys = this.lockKeys(username, address);
     this.checkLockout(keys);
     try {
@@ -464,7 +488,7 @@ export class AuthService implements Part, ScramUsers {
   }
 
   /** grant_type=refresh_token: rotates the refresh token. */
-  async refreshGrant(client: { id: string; secret: string }, refreshToken: string, address: string): Promise<TokenResponse> {
+  async refreshGrant(client: ClientCredentials, refreshToken: string, address: string): Promise<TokenResponse> {
     const keys = [`ip:${address}`];
     this.checkLockout(keys);
     await this.checkClient(client.id, client.secret).catch((e: unknown) => {

@@ -67,6 +67,12 @@ export interface Config {
   /** The server's default zone, a Haystack zone name (`New_York`, `UTC`). */
   readonly tz: string;
   readonly logLevel: LogLevel;
+  /**
+   * How log lines look: `pretty` (time, level, message and fields on one line, for a person at a
+   * terminal), `json` (one JSON object a line, for journald and programs), or `auto`: pretty when
+   * standard output is a terminal, JSON otherwise.
+   */
+  readonly logFormat: 'auto' | 'pretty' | 'json';
   /** When true, error grids carry `errTrace` (a stack): never on a device on an open network. */
   readonly debug: boolean;
   /** Open watches one user may hold at once (watchSub past it is refused with HL_WATCH_LIMIT). */
@@ -281,6 +287,14 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
     parse: (raw) => {
       const v = typeof raw === 'string' ? raw.trim().toLowerCase() : raw;
       return LOG_LEVELS.includes(v as LogLevel) ? { ok: v as LogLevel } : { expected: `one of ${LOG_LEVELS.join(', ')}` };
+    },
+  },
+  logFormat: {
+    env: 'HAYLOFT_LOG_FORMAT',
+    default: () => 'auto',
+    parse: (raw) => {
+      const v = typeof raw === 'string' ? raw.trim().toLowerCase() : raw;
+      return v === 'auto' || v === 'pretty' || v === 'json' ? { ok: v } : { expected: 'auto, pretty or json' };
     },
   },
   debug: {
