@@ -358,7 +358,7 @@ export class App {
       if (mq !== null && mq.enabled) {
         // Loaded only when configured: MQTT.js and protobufjs cost every CLI command their load time.
         const { EdgeNode } = await import('./sync/mqtt/index.js');
-        app.edgeNode = new EdgeNode({ config: mq, model: app.model, history: app.history, store: app.store, clock, log: app.log, commands: (w) => app.command(w), trust: app.clockTrust });
+        app.edgeNode = new EdgeNode({ config: mq, model: app.model, history: app.history, store: app.store, clock, log: app.log, commands: (w) => app.command(w), trust: app.clockTrust, fedByDriver: (rec) => app.points.fedByDriver(rec) });
         await app.parts.start(app.edgeNode, app.metrics);
       }
       await app.parts.start({ name: 'http', start: () => app.listen(opts.config), stop: () => app.server.close() });

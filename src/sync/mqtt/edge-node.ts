@@ -8,15 +8,20 @@
  * `seq` runs 0-255 over NBIRTH, DBIRTH, DDATA and DDEATH of the session (NBIRTH is 0), and
  * restarts at 0 with each NBIRTH (a Rebirth asked by NCMD included).
  *
- * What goes out:
- * - Points with `his`: their history samples. A cursor per point (the newest sample the broker
- *   acknowledged, in the `sync` sublevel like the REST uplink's) says what has gone; samples
- *   after it are published oldest first. Those already in the store when the session's births
- *   went out are sent with `is_historical` (the backlog of an outage or a restart), the newer
- *   ones as live data. A point seen for the first time starts at its newest sample: older
- *   history is not replayed to a broker.
- * - Points without `his`: curVal changes (beyond the deadband for Numbers), at most once per
- *   publish interval; nothing to replay after an outage (the DBIRTH carries their value).
+ * What goes out (report by exception, as Sparkplug hosts read it):
+ * - Live data: every point fed by a driver, and every point without `his`, reports its curVal as
+ *   it changes (beyond the deadband for Numbers), at most once per publish interval, heard from
+ *   the model's `live.changed`: whatever its history settings (a point collected every 15 minutes
+ *   still reports each change of its polled value).
+ * - Store and forward: points with `his` have a cursor per point (the newest sample the broker
+ *   acknowledged, in the `sync` sublevel like the REST uplink's); samples after it are read
+ *   oldest first. Those already in the store when the device's birth went out (the backlog of an
+ *   outage or a restart) are sent with `is_historical`, each once. The newer ones, stored while
+ *   the device is born: for a driver-fed point they are samples of the curVal the live stream
+ *   carries, so they are not sent again (the cursor moves past them: "covered"); for a point fed
+ *   by hisWrite (no driver, so no live value of its own) they are its live data, each with its
+ *   own timestamp. A point seen for the first time starts at its newest sample: older history is
+ *   not replayed to a broker.
  * - Quality (the `Quality` property, see sparkplug.ts) in every DBIRTH, and in DDATA when a
  *   point's status changes. A device whose points are all `down` publishes DDEATH and is born
  *   again when one answers.
@@ -41,7 +46,7 @@
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import { readFileSync } from 'node:fs';
 import type { MqttConfig } from '../../config/mqtt.js';
-import { HNumber, type HVal } from '../../haystack/values.js';
+import { type HDict, HNumber, type HVal } from '../../haystack/values.js';
 import type { Clock } from '../../lib/clock.js';
 import type { DatingTrust } from '../../lib/clock-trust.js';
 import { ErrorCodes } from '../../lib/errors.js';
@@ -82,6 +87,8 @@ export interface EdgeNodeOptions {
   random?: () => number;
   /** Whether the wall clock may date what is published (lib/clock-trust.ts); absent: always. */
   trust?: DatingTrust;
+  /** Whether a driver feeds a point (PointState.fedByDriver): its live data is then its curVal. */
+  fedByDriver?: (rec: HDict) => boolean;
 }
 
 export type EdgeNodePhase = 'starting' | 'connecting' | 'waiting-host' | 'online' | 'offline' | 'stopped';
@@ -101,6 +108,8 @@ export interface EdgeNodeStats {
   backlogSamples: number;
   liveSamples: number;
   historicalSamples: number;
+  /** History samples of driver-fed points stored while born: their values went live, not again. */
+  coveredSamples: number;
   messages: number;
   connects: number;
   failures: number;
@@ -161,8 +170,11 @@ export class EdgeNode implements Part {
   /** Per point: samples at or before this instant are historical in this session. */
   private readonly boundary = new Map<string, number>();
   private readonly reported = new Map<string, Reported>();
-  /** Points whose curVal or curStatus changed since the last pass. */
-  private readonly dirty = new Set<string>();
+  /**
+   * Points whose curVal or curStatus changed since the last pass, with the monotonic time of the
+   * latest change: a report is dated when the reading came, not when the pass ran.
+   */
+  private readonly dirty = new Map<string, number>();
   private session: Session | null = null;
   private phase: EdgeNodePhase = 'starting';
   private bdSeq = 0;
@@ -173,7 +185,7 @@ export class EdgeNode implements Part {
   private hostOnlineAt = -Infinity;
   private stopping = false;
   private started = false;
-  private counters = { liveSamples: 0, historicalSamples: 0, messages: 0, connects: 0, failures: 0, commandsRefused: 0 };
+  private counters = { liveSamples: 0, historicalSamples: 0, coveredSamples: 0, messages: 0, connects: 0, failures: 0, commandsRefused: 0 };
   private lastError: string | null = null;
   /** Monotonic time of the last cursor flush (a wall-clock step must not hold flushes back). */
   private flushedAt = -Infinity;
@@ -207,7 +219,7 @@ export class EdgeNode implements Part {
     const b = Number(await this.o.store.sync.get(this.bdSeqKey));
     this.bdSeq = Number.isInteger(b) ? b : -1;
     this.o.model.events.on('live.changed', this, (id, changed) => {
-      if (this.cat.byPoint.has(id) && (changed.includes('curVal') || changed.includes('curStatus'))) this.dirty.add(id);
+      if (this.cat.byPoint.has(id) && (changed.includes('curVal') || changed.includes('curStatus'))) this.dirty.set(id, this.o.clock.monotonic());
     });
     this.o.log.info({ connector: this.cfg.name, url: this.cfg.url, groupId: this.cfg.groupId, edgeNodeId: this.cfg.edgeNodeId, filter: this.cfg.filter }, 'mqtt: edge node starting');
     this.connect();
@@ -478,7 +490,7 @@ export class EdgeNode implements Part {
   private async rebuild(): Promise<void> {
     this.catDirty = false;
     try {
-      this.cat = buildCatalogue({ model: this.o.model, filter: this.cfg.filter, deviceBy: this.cfg.deviceBy, edgeNodeId: this.cfg.edgeNodeId, aliases: this.aliases });
+      this.cat = buildCatalogue({ model: this.o.model, filter: this.cfg.filter, deviceBy: this.cfg.deviceBy, edgeNodeId: this.cfg.edgeNodeId, aliases: this.aliases, ...(this.o.fedByDriver ? { fedByDriver: this.o.fedByDriver } : {}) });
     } catch (e) {
       this.o.log.error({ connector: this.cfg.name, filter: this.cfg.filter, err: (e as Error).message }, 'mqtt: the filter does not parse; nothing is published');
       this.cat = { devices: new Map(), byPoint: new Map(), skipped: [] };
@@ -518,7 +530,7 @@ export class EdgeNode implements Part {
     // Devices to look at: those not born (dead, or new), and those whose points changed status.
     const check = new Set<string>();
     for (const id of this.cat.devices.keys()) if (!this.alive.has(id)) check.add(id);
-    for (const id of this.dirty) {
+    for (const id of this.dirty.keys()) {
       const m = this.cat.byPoint.get(id);
       if (m !== undefined) check.add(m.device);
     }
@@ -550,6 +562,7 @@ export class EdgeNode implements Part {
     // is stored only once the clock is set, so the backlog below is rightly dated already.
     const dating = this.o.trust?.trusted() !== false;
     const dirty = dating ? [...this.dirty] : [];
+    const mono = this.o.clock.monotonic();
     if (dating) this.dirty.clear();
     // Points with samples after their cursor, or late ones before it, oldest first.
     const behind = this.outbox.pending(this.hisPoints(true));
@@ -596,7 +609,11 @@ export class EdgeNode implements Part {
       const hist: { ts: number; metric: UMetric }[] = [];
       for (const p of list) {
         for (let i = 0; i < p.liveFrom; i++) hist.push({ ts: p.run.ts[i] as number, metric: this.sample(p.m, p.run, i, true) });
-        if (p.liveFrom < p.run.ts.length) {
+        if (p.liveFrom < p.run.ts.length && p.m.live) {
+          // Stored while the device is born: the live stream carried this point's curVal, of
+          // which these are samples; sent once is enough (the cursor moves past them).
+          this.counters.coveredSamples += p.run.ts.length - p.liveFrom;
+        } else if (p.liveFrom < p.run.ts.length) {
           let out = live.get(device);
           if (out === undefined) live.set(device, (out = []));
           for (let i = p.liveFrom; i < p.run.ts.length; i++) {
@@ -617,28 +634,30 @@ export class EdgeNode implements Part {
         this.counters.historicalSamples += metrics.length;
       }
     }
-    // Changes of curVal (points without his) and of quality (every point).
-    for (const id of dirty) {
+    // Changes of curVal (live points: without his, or fed by a driver) and of quality (every point).
+    for (const [id, changedAt] of dirty) {
       const m = this.cat.byPoint.get(id);
       if (m === undefined || !this.alive.has(m.device)) continue;
       const cur = this.current(m);
       const last = this.reported.get(id);
       const qualityChanged = last === undefined || last.quality !== cur.quality;
       let valueChanged = false;
-      if (!m.his) {
+      if (m.live) {
         if (last === undefined || last.value === null || cur.value === null) valueChanged = cur.value !== (last?.value ?? null);
         else if (typeof cur.value === 'number' && typeof last.value === 'number') valueChanged = Math.abs(cur.value - last.value) > c.deadband || (c.deadband === 0 && cur.value !== last.value);
         else valueChanged = cur.value !== last.value;
       }
       if (!qualityChanged && !valueChanged) continue;
-      // A value report of a point without his is a live sample too (a quality-only report is not).
+      // A value report of a live point is a live sample too (a quality-only report is not).
       if (valueChanged) this.counters.liveSamples++;
-      const metric: UMetric = { alias: m.alias, timestamp: now, ...this.metricValue(m, cur.value) };
+      // Dated when the change came (now less the monotonic time since): a wall-clock step meanwhile
+      // does not move it, and a report that waited for the clock's trust gets the set time.
+      const metric: UMetric = { alias: m.alias, timestamp: now - (mono - changedAt), ...this.metricValue(m, cur.value) };
       if (qualityChanged) metric.properties = { Quality: { type: 'Int32', value: cur.quality } };
       let out = live.get(m.device);
       if (out === undefined) live.set(m.device, (out = []));
       out.push(metric);
-      this.reported.set(id, { value: m.his ? (last?.value ?? cur.value) : cur.value, quality: cur.quality });
+      this.reported.set(id, { value: m.live ? cur.value : (last?.value ?? cur.value), quality: cur.quality });
     }
     for (const [device, metrics] of live) {
       if (metrics.length === 0) continue;
@@ -736,6 +755,7 @@ export class EdgeNode implements Part {
     metrics.gauge('hayloft_mqtt_devices_alive', 'Sparkplug devices born in the current session', ['connector'], one((s) => s.devicesAlive));
     metrics.counter('hayloft_mqtt_samples_live_total', 'Samples published as live DDATA since start', () => this.stats().liveSamples);
     metrics.counter('hayloft_mqtt_samples_historical_total', 'Samples published as historical DDATA (store and forward) since start', () => this.stats().historicalSamples);
+    metrics.counter('hayloft_mqtt_samples_covered_total', 'History samples of driver-fed points stored while born: their values went live, so not sent again', () => this.stats().coveredSamples);
     metrics.counter('hayloft_mqtt_messages_total', 'Sparkplug messages published since start', () => this.stats().messages);
     metrics.counter('hayloft_mqtt_connection_failures_total', 'Broker sessions that failed or ended since start', () => this.stats().failures);
     metrics.counter('hayloft_mqtt_commands_refused_total', 'DCMD and NCMD metrics refused since start', () => this.stats().commandsRefused);
