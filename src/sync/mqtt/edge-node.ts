@@ -52,7 +52,7 @@ import type { DatingTrust } from '../../lib/clock-trust.js';
 import { ErrorCodes } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { Metrics } from '../../lib/metrics.js';
-import type { Part } from '../../lib/part.js';
+import type { NodeFigures, Part } from '../../lib/part.js';
 import type { Model } from '../../model/model.js';
 import type { Store } from '../../store/db.js';
 import type { HisKind, HistoryStore } from '../../store/history.js';
@@ -60,7 +60,7 @@ import type { Run } from '../his-batch.js';
 import { Outbox, type Sent } from '../outbox.js';
 import type { SyncState } from '../state.js';
 import { type Catalogue, type Device, type MetricDef, buildCatalogue } from './catalogue.js';
-import { BD_SEQ, QUALITY, REBIRTH, type UMetric, type UPayload, decode, encode, num, qualityOf, stateTopic, topic } from './sparkplug.js';
+import { BD_SEQ, QUALITY, REBIRTH, REBOOT, type UMetric, type UPayload, decode, encode, num, qualityOf, stateTopic, topic } from './sparkplug.js';
 
 /** A write asked by a host application (DCMD), for pointWrite. */
 export interface CommandWrite {
@@ -89,6 +89,13 @@ export interface EdgeNodeOptions {
   trust?: DatingTrust;
   /** Whether a driver feeds a point (PointState.fedByDriver): its live data is then its curVal. */
   fedByDriver?: (rec: HDict) => boolean;
+  /** The gateway's figures for the fleet's host (App.nodeFigures): in NBIRTH, and NDATA as they change. */
+  figures?: () => Promise<NodeFigures>;
+  /**
+   * Restarts the daemon for `Node Control/Reboot`, checked against the permissions of `user` (the
+   * configured writeAs); rejects when refused.
+   */
+  reboot?: (r: { user: string; who: string }) => Promise<void>;
 }
 
 export type EdgeNodePhase = 'starting' | 'connecting' | 'waiting-host' | 'online' | 'offline' | 'stopped';
@@ -150,6 +157,8 @@ const CURSOR_FLUSH_MS = 2000;
 const READ_MAX = 10_000;
 /** Historical samples sent per pass before live data gets its turn. */
 const PASS_BUDGET_BATCHES = 16;
+/** How often the node figures are gathered again (NDATA when one changed). */
+const FIGURES_MS = 5000;
 
 function plain(v: HVal | undefined): number | boolean | string | null {
   if (v instanceof HNumber) return v.val;
@@ -191,6 +200,9 @@ export class EdgeNode implements Part {
   private flushedAt = -Infinity;
   /** When the last pass began: passes run at the interval, not the interval after each other. */
   private passAt = 0;
+  /** The node figures as last published (NBIRTH or NDATA), and when they were last gathered. */
+  private figuresSent: NodeFigures = {};
+  private figuresAt = -Infinity;
 
   constructor(opts: EdgeNodeOptions) {
     this.o = opts;
@@ -353,7 +365,8 @@ export class EdgeNode implements Part {
           if (m.name === REBIRTH && m.value === true) {
             this.o.log.info({ connector: c.name }, 'mqtt: rebirth asked by a host');
             this.rebirth();
-          } else this.o.log.warn({ connector: c.name, code: ErrorCodes.MQTT_COMMAND_REFUSED, metric: m.name ?? num(m.alias) }, 'mqtt: NCMD refused: only Node Control/Rebirth is known');
+          } else if (m.name === REBOOT && m.value === true) this.onReboot();
+          else this.o.log.warn({ connector: c.name, code: ErrorCodes.MQTT_COMMAND_REFUSED, metric: m.name ?? num(m.alias) }, 'mqtt: NCMD refused: only Node Control/Rebirth and Node Control/Reboot are known');
         }
       } else if (t.startsWith(dcmd)) this.onDeviceCommand(t.slice(dcmd.length), decode(payload));
     } catch (err) {
@@ -512,20 +525,39 @@ export class EdgeNode implements Part {
       await this.rebuild();
       if (signature(this.cat) !== before) this.rebirthAsked = true;
     }
+    // The node figures, every FIGURES_MS: a new figure (or one of another type) means a new
+    // NBIRTH (births alone define metrics); changed values go in NDATA below.
+    let figures: NodeFigures | null = null;
+    if (this.rebirthAsked || this.o.clock.monotonic() - this.figuresAt >= FIGURES_MS) {
+      figures = await this.gatherFigures();
+      if (!this.rebirthAsked && figureShape(figures) !== figureShape(this.figuresSent)) this.rebirthAsked = true;
+    }
     if (this.rebirthAsked) {
       this.rebirthAsked = false;
       this.alive.clear();
       s.seq = 0;
       const now = this.o.clock.now();
+      const nodeFigures = figures ?? (await this.gatherFigures());
+      this.figuresSent = nodeFigures;
+      figures = null;
       acks.push(
         this.publish(s, topic(c.groupId, 'NBIRTH', c.edgeNodeId), {
           timestamp: now,
           metrics: [
             { name: BD_SEQ, type: 'Int64', value: s.bdSeq, timestamp: now },
             { name: REBIRTH, type: 'Boolean', value: false, timestamp: now },
+            { name: REBOOT, type: 'Boolean', value: false, timestamp: now },
+            ...Object.entries(nodeFigures).map(([name, f]) => ({ name, type: f.type, value: f.value, timestamp: now })),
           ],
         }),
       );
+    } else if (figures !== null) {
+      const now = this.o.clock.now();
+      const changed = Object.entries(figures).filter(([name, f]) => this.figuresSent[name]?.value !== f.value);
+      if (changed.length > 0) {
+        this.figuresSent = figures;
+        acks.push(this.publish(s, topic(c.groupId, 'NDATA', c.edgeNodeId), { timestamp: now, metrics: changed.map(([name, f]) => ({ name, type: f.type, value: f.value, timestamp: now })) }));
+      }
     }
     // Devices to look at: those not born (dead, or new), and those whose points changed status.
     const check = new Set<string>();
@@ -685,6 +717,24 @@ export class EdgeNode implements Part {
     return more;
   }
 
+  /** The app's figures and the edge node's own (its backlog); a failure leaves them out, logged. */
+  private async gatherFigures(): Promise<NodeFigures> {
+    this.figuresAt = this.o.clock.monotonic();
+    let app: NodeFigures = {};
+    try {
+      app = (await this.o.figures?.()) ?? {};
+    } catch (err) {
+      this.o.log.warn({ connector: this.cfg.name, err }, 'mqtt: cannot gather the node figures');
+      app = this.figuresSent;
+    }
+    const backlog = this.outbox.backlog(this.hisPoints());
+    return {
+      ...app,
+      'MQTT/Backlog Points': { type: 'Int64', value: backlog.points },
+      'MQTT/Backlog Samples': { type: 'Int64', value: backlog.samples },
+    };
+  }
+
   private sample(m: MetricDef, run: Run, i: number, historical: boolean): UMetric {
     const metric: UMetric = { alias: m.alias, timestamp: run.ts[i], type: m.type, value: run.val[i] as number | boolean | string };
     if (historical) metric.isHistorical = true;
@@ -695,7 +745,28 @@ export class EdgeNode implements Part {
 
   private refuse(device: string, metric: string, why: string): void {
     this.counters.commandsRefused++;
-    this.o.log.warn({ connector: this.cfg.name, code: ErrorCodes.MQTT_COMMAND_REFUSED, device, metric, why }, 'mqtt: DCMD refused');
+    this.o.log.warn({ connector: this.cfg.name, code: ErrorCodes.MQTT_COMMAND_REFUSED, device, metric, why }, device === '' ? 'mqtt: NCMD refused' : 'mqtt: DCMD refused');
+  }
+
+  /**
+   * `Node Control/Reboot`: with the permission model of DCMD writes, the configured `writeAs`
+   * user's, checked by the app (it must hold USER_ADMIN on everything, as for a backup); the app
+   * then stops cleanly (NDEATH included) and exits for systemd to start it again.
+   */
+  private onReboot(): void {
+    const c = this.cfg;
+    if (c.writeAs === null || c.writeLevel === null) return this.refuse('', REBOOT, 'commands are off (set mqtt.writeLevel and mqtt.writeAs)');
+    const reboot = this.o.reboot;
+    if (reboot === undefined) return this.refuse('', REBOOT, 'this process cannot restart itself (it is not `hayloft serve`)');
+    const who = `sparkplug host ${c.primaryHostId ?? '(any)'} via ${c.url} as ${c.writeAs}`;
+    const user = c.writeAs;
+    // Through a promise: a refusal thrown at once is refused and logged like one that comes later.
+    Promise.resolve()
+      .then(() => reboot({ user, who }))
+      .then(
+        () => this.o.log.warn({ connector: c.name, who }, 'mqtt: reboot asked by a host: restarting'),
+        (err: unknown) => this.refuse('', REBOOT, (err as Error).message),
+      );
   }
 
   private onDeviceCommand(device: string, p: UPayload): void {
@@ -790,6 +861,14 @@ function signature(cat: Catalogue): string {
   const parts: string[] = [];
   for (const d of cat.devices.values()) for (const m of d.metrics) parts.push(`${d.id}\u0000${m.name}\u0000${m.alias}\u0000${m.type}\u0000${m.unit ?? ''}\u0000${m.dis ?? ''}\u0000${m.writable}\u0000${m.his}`);
   return parts.join('\u0001');
+}
+
+/** The names and types of the figures: when they change, the node is born again. */
+function figureShape(f: NodeFigures): string {
+  return Object.entries(f)
+    .map(([name, x]) => `${name}\u0000${x.type}`)
+    .sort()
+    .join('\u0001');
 }
 
 function firstTs(list: readonly Pending[]): number {
