@@ -168,7 +168,8 @@ async function serve(argv: readonly string[]): Promise<void> {
   const systemd = new SystemdNotifier({ log, env: process.env, pid: process.pid, healthy: () => app.watchdogOk() });
   void systemd.ready(`serving on ${cfg.host}:${app.port}`);
   let stopping = false;
-  const stop = (signal: string): void => {
+  /** `code` RESTART_EXIT_CODE: a restart asked (Node Control/Reboot); systemd starts the service again. */
+  const stop = (signal: string, code = 0): void => {
     if (stopping) {
       log.warn({ signal }, 'second signal: exiting at once');
       process.exit(1);
@@ -181,9 +182,9 @@ async function serve(argv: readonly string[]): Promise<void> {
       async () => {
         await device?.stop();
         await systemd.flushed();
-        log.info('stopped');
+        log.info(code === RESTART_EXIT_CODE ? 'stopped: exiting for a restart' : 'stopped');
         log.flush();
-        process.exitCode = 0;
+        process.exitCode = code;
       },
       (e: unknown) => {
         log.error({ err: e }, 'error while stopping');
@@ -193,7 +194,14 @@ async function serve(argv: readonly string[]): Promise<void> {
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+  app.onRestart = (why) => stop(`restart ${why}`, RESTART_EXIT_CODE);
 }
+
+/**
+ * The exit status of a clean stop for a restart: the unit names it in SuccessExitStatus (not a
+ * failure) and RestartForceExitStatus (started again), systemd/hayloft.service.
+ */
+export const RESTART_EXIT_CODE = 75;
 
 async function user(args: string[], argv: readonly string[]): Promise<void> {
   const { values, positionals } = parseArgs({ args, options: { role: { type: 'string' }, password: { type: 'string' }, config: { type: 'string' } }, allowPositionals: true });
