@@ -3,7 +3,8 @@
 # Raspberry Pi (arm64, and armv7 where the native modules allow) with the OS's Node, no build step
 # and no dev dependencies:
 #
-#   hayloft-<version>/bin/, dist/          the built JavaScript (tsc) and the console (dist/web)
+#   hayloft-<version>/bin/            the launcher (bin/hayloft: execs node with the runtime settings)
+#   hayloft-<version>/dist/           the built JavaScript (tsc) and the console (dist/web)
 #   hayloft-<version>/node_modules/   production dependencies only (npm ci --omit=dev), with no
 #                                     install script run: the native modules (classic-level,
 #                                     serialport's bindings) load the prebuilt binaries their npm
