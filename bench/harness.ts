@@ -84,21 +84,6 @@ export function hasFlag(name: string): boolean {
   return process.argv.slice(2).includes(name);
 }
 
-/**
- * The pid of the server itself, given the pid of the `hayloft serve` process a bench started:
- * on Node 20 that process stays as a small launcher and the server runs as its only child
- * (src/lib/runtime.ts; on Node 22.15+ it replaces itself, same pid). CPU and memory figures must
- * be read from the server, not from the launcher.
- */
-export function serverPid(pid: number): number {
-  try {
-    const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter((x) => x !== '');
-    return kids.length === 1 ? Number(kids[0]) : pid;
-  } catch {
-    return pid;
-  }
-}
-
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** The administrator and client a benchmark's daemon is started with. */
@@ -107,7 +92,7 @@ export const BENCH_CLIENT = { id: 'bench', secret: 'bench-client-secret-01234567
 
 export interface Daemon {
   proc: ChildProcess;
-  /** The server process's own pid (from its "Hayloft is serving" line: the child on Node 20). */
+  /** The server process's own pid (from its "Hayloft is serving" line: the pid started, which exec'd node). */
   pid: number;
   port: number;
   base: string;
@@ -121,15 +106,22 @@ export interface DaemonOptions {
   dir?: string;
   /** A command the daemon runs under, e.g. ['strace', '-f', ...]: it gets node and its args. */
   wrap?: string[];
+  /**
+   * In a process group of its own (as systemd starts a service, or a shell a job), so that
+   * everything the start leaves running can be measured together: its leader is `proc.pid`.
+   */
+  ownGroup?: boolean;
 }
 
 /**
- * `hayloft serve` as a user starts it: the compiled bin (dist-bench/src/cli.js) on a fresh data
- * folder, with no Node flags and no GLIBC_TUNABLES from this process (the daemon applies its own,
- * src/lib/runtime.ts), HTTP and HTTPS on ephemeral ports of 127.0.0.1.
+ * `hayloft serve` as a user starts it: the `hayloft` command (bin/hayloft, which execs node with
+ * the daemon's runtime settings: one process) on the compiled code, a fresh data folder, no Node
+ * flags and no GLIBC_TUNABLES from this process, HTTP and HTTPS on ephemeral ports of 127.0.0.1.
  */
 export async function startDaemon(args: string[] = [], extraEnv: Record<string, string> = {}, opts: DaemonOptions = {}): Promise<Daemon> {
-  const cli = new URL('../src/cli.js', import.meta.url).pathname;
+  // The command as installed (bin/hayloft, copied by scripts/bench.mjs): it execs this Node on
+  // dist-bench/dist/cli.js (a link to dist-bench/src) with the daemon's runtime settings.
+  const bin = new URL('../bin/hayloft', import.meta.url).pathname;
   const dir = opts.dir ?? mkdtempSync(path.join(os.tmpdir(), 'hayloft-bench-'));
   const env: NodeJS.ProcessEnv = {
     ...process.env,
@@ -149,10 +141,11 @@ export async function startDaemon(args: string[] = [], extraEnv: Record<string, 
   delete env.NODE_OPTIONS;
   delete env.GLIBC_TUNABLES;
   delete env.HAYLOFT_RELAUNCHED;
-  const command = [process.execPath, cli, 'serve', ...args];
+  env.HAYLOFT_NODE = process.execPath;
+  const command = [bin, 'serve', ...args];
   const wrap = opts.wrap ?? [];
   const argv = [...wrap, ...command];
-  const proc = spawn(argv[0] as string, argv.slice(1), { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const proc = spawn(argv[0] as string, argv.slice(1), { env, stdio: ['ignore', 'pipe', 'inherit'], detached: opts.ownGroup === true });
   const { port, pid } = await new Promise<{ port: number; pid: number }>((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error(`the server did not start: ${out}`)), 60_000);
@@ -174,8 +167,7 @@ export async function startDaemon(args: string[] = [], extraEnv: Record<string, 
 /** Stops the daemon (SIGTERM, as systemd does) and removes its data folder unless `keep`. */
 export async function stopDaemon(d: Daemon, keep = false): Promise<void> {
   const exited = d.proc.exitCode !== null || d.proc.signalCode !== null ? Promise.resolve() : new Promise((r) => d.proc.on('exit', r));
-  // A wrapper (strace) would not pass the signal on: the server gets it (on Node 20 its launcher
-  // then ends with it).
+  // A wrapper (strace) would not pass the signal on: the server gets it.
   if (d.wrapped) process.kill(d.pid, 'SIGTERM');
   else d.proc.kill('SIGTERM');
   await exited;

@@ -5,9 +5,9 @@
  *    (bench/modbus-sim), whose registers change every second; the daemon (its own process,
  *    started by its bin: harness startDaemon) polls 10,000 points on them every second. Each
  *    point is `his` with `hisCollectInterval: 1s`: a gateway that forwards live values and keeps
- *    them for store-and-forward. The edge node publishes `his` points from what the history store
- *    commits (a point without `his` is published on curVal change instead, with nothing to replay
- *    after an outage: src/sync/mqtt/edge-node.ts). One Sparkplug device per equip, one equip per
+ *    them for store-and-forward. The edge node publishes each point's curVal as it changes
+ *    (report by exception, dated when the reading came) and its history only after an outage
+ *    (src/sync/mqtt/edge-node.ts). One Sparkplug device per equip, one equip per
  *    Modbus device (the default deviceBy: equip). Two data folders with the same devices and
  *    points: one without the `mqtt` section (the baseline), one with it; cases alternate over the
  *    rounds, medians. The daemon's CPU (utime + stime from /proc) and resident memory are read

@@ -3,7 +3,7 @@
 // (no TypeScript loader in the way). Every benchmark when no name is given. Benchmarks are never
 // part of the test suite; they record their figures in docs/performance.md.
 import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
 
 const [name, ...rest] = process.argv.slice(2);
 const all = readdirSync('bench').filter((f) => f.endsWith('.ts') && f !== 'harness.ts').map((f) => f.slice(0, -3));
@@ -16,6 +16,12 @@ for (const b of which) {
 }
 const tsc = spawnSync('npx', ['tsc', '-p', 'tsconfig.bench.json'], { stdio: 'inherit' });
 if (tsc.status !== 0) process.exit(tsc.status ?? 1);
+// The daemon is started as users start it, by the `hayloft` command (bin/hayloft), which runs
+// <its folder>/../dist/cli.js: here dist-bench/bin/hayloft and dist-bench/dist -> src.
+mkdirSync('dist-bench/bin', { recursive: true });
+copyFileSync('bin/hayloft', 'dist-bench/bin/hayloft');
+chmodSync('dist-bench/bin/hayloft', 0o755);
+if (!existsSync('dist-bench/dist')) symlinkSync('src', 'dist-bench/dist');
 // Benchmarks that run parts of the daemon in their own process run with the daemon's Node flags
 // (src/lib/runtime.ts, which `hayloft serve` applies to itself): memory and speed as deployed.
 const { NODE_FLAGS: nodeFlags } = await import('../dist-bench/src/lib/runtime.js');

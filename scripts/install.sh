@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs a built Hayloft (a checkout or unpacked release after `npm ci && npm run build`) as a
-# systemd service:
+# Installs a built Hayloft as a systemd service: a release artifact (scripts/release.sh: built,
+# with its production dependencies and their prebuilt native modules, so nothing is built or
+# downloaded on the device), or a checkout after `npm ci && npm run build`:
 #
 #   <prefix>/releases/<version>/   the release (dist, systemd, scripts, docs, package.json) and
 #                                  its production dependencies (npm ci --omit=dev)
@@ -24,6 +25,7 @@ usage() {
 usage: scripts/install.sh [options]
   --prefix DIR   where the releases go (default /opt/hayloft)
   --root DIR     install under DIR instead of / (no useradd, chown or systemctl)
+  --artifact F   the release artifact to install (hayloft-<version>-linux.tar.gz): no npm step
   --from DIR     the built release to install (default: the folder above this script)
   --node PATH    the node binary the service runs (default: node on PATH)
   --no-deps      do not run npm ci --omit=dev (the release already has its node_modules)
@@ -39,6 +41,7 @@ NODE=""
 DEPS=1
 ENABLE=1
 SERVICE_USER=hayloft
+ARTIFACT=""
 
 die() { echo "install.sh: $*" >&2; exit 1; }
 
@@ -47,6 +50,7 @@ while [ $# -gt 0 ]; do
     --prefix) PREFIX="${2:?--prefix needs a folder}"; shift 2;;
     --root) ROOT="${2:?--root needs a folder}"; shift 2;;
     --from) FROM="${2:?--from needs a folder}"; shift 2;;
+    --artifact) ARTIFACT="${2:?--artifact needs a file}"; shift 2;;
     --node) NODE="${2:?--node needs a path}"; shift 2;;
     --no-deps) DEPS=0; shift;;
     --no-enable) ENABLE=0; shift;;
@@ -56,6 +60,14 @@ while [ $# -gt 0 ]; do
 done
 
 case "$PREFIX" in /*) ;; *) die "--prefix must be an absolute path (it is the path on the device)";; esac
+if [ -n "$ARTIFACT" ]; then
+  [ -f "$ARTIFACT" ] || die "--artifact $ARTIFACT does not exist"
+  UNPACKED="$(mktemp -d)"
+  trap 'rm -rf "$UNPACKED"' EXIT
+  tar -xzf "$ARTIFACT" -C "$UNPACKED" || die "$ARTIFACT is not a release artifact (tar.gz)"
+  FROM="$(find "$UNPACKED" -mindepth 1 -maxdepth 1 -type d -name 'hayloft-*' | head -n 1)"
+  [ -n "$FROM" ] && [ -f "$FROM/RELEASE.json" ] || die "$ARTIFACT is not a release artifact (no hayloft-<version>/RELEASE.json)"
+fi
 ROOT="$(cd "$ROOT" 2>/dev/null && pwd)" || die "--root folder does not exist"
 FROM="$(cd "$FROM" 2>/dev/null && pwd)" || die "--from folder does not exist"
 # R prefixes every path written; with the real root it is empty.
@@ -69,6 +81,7 @@ fi
 [ -f "$FROM/package.json" ] || die "$FROM is not a Hayloft release (no package.json)"
 [ -f "$FROM/dist/cli.js" ] || die "$FROM is not built: run npm ci && npm run build there first"
 [ -f "$FROM/systemd/hayloft.service" ] || die "$FROM has no systemd/hayloft.service"
+[ -f "$FROM/bin/hayloft" ] || die "$FROM has no bin/hayloft"
 
 if [ -z "$NODE" ]; then NODE="$(command -v node || true)"; fi
 [ -n "$NODE" ] || die "node not found: install Node.js 20 or later, or pass --node PATH"
@@ -88,10 +101,13 @@ echo "installing Hayloft $VERSION from $FROM into ${R:-}$PREFIX"
 mkdir -p "$RELEASES"
 rm -rf "$DEST.new"
 mkdir "$DEST.new"
-for item in dist systemd scripts docs package.json package-lock.json README.md CHANGELOG.md LICENSE; do
+for item in bin dist systemd scripts docs package.json package-lock.json README.md CHANGELOG.md LICENSE RELEASE.json; do
   if [ -e "$FROM/$item" ]; then cp -R "$FROM/$item" "$DEST.new/"; fi
 done
-if [ "$DEPS" = 1 ]; then
+if [ -f "$FROM/RELEASE.json" ] && [ -d "$FROM/node_modules" ]; then
+  # A release artifact brings its production dependencies, native modules prebuilt.
+  cp -R "$FROM/node_modules" "$DEST.new/"
+elif [ "$DEPS" = 1 ]; then
   [ -f "$DEST.new/package-lock.json" ] || die "$FROM has no package-lock.json: cannot install the exact dependencies"
   echo "installing production dependencies (npm ci --omit=dev)"
   (cd "$DEST.new" && npm ci --omit=dev --no-audit --no-fund --loglevel=error) || die "npm ci failed"
@@ -110,9 +126,12 @@ mv -T "$R$PREFIX/current.new" "$R$PREFIX/current"
 mkdir -p "$R$PREFIX/bin"
 cat > "$R$PREFIX/bin/hayloft.new" <<EOF
 #!/bin/sh
-# Written by scripts/install.sh: runs the release that $PREFIX/current points to. The daemon's
-# Node flags are applied by the program itself (src/lib/runtime.ts), however it is started.
-exec "$NODE" "$PREFIX/current/dist/cli.js" "\$@"
+# Written by scripts/install.sh: runs the release that $PREFIX/current points to with the chosen
+# node, through the release's own command (bin/hayloft), which execs node with the daemon's
+# runtime settings: one process, the one systemd started.
+HAYLOFT_NODE="$NODE"
+export HAYLOFT_NODE
+exec "$PREFIX/current/bin/hayloft" "\$@"
 EOF
 chmod 755 "$R$PREFIX/bin/hayloft.new"
 mv "$R$PREFIX/bin/hayloft.new" "$R$PREFIX/bin/hayloft"

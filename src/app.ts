@@ -46,6 +46,8 @@ import type { CommandWrite, EdgeNode } from './sync/mqtt/index.js';
 import { gateOfUser } from './auth/gate.js';
 import { Poller } from './poller/index.js';
 import type { Commissioning } from './poller/commission.js';
+import { configChecksum, nodeFigures } from './sync/mqtt/node-figures.js';
+import type { NodeFigures } from './lib/part.js';
 
 let pkgDir: { dir: URL; version: string } | undefined;
 
@@ -176,6 +178,12 @@ export class App {
   /** The poller while serving: reads devices into curVal/curStatus/curErr and collects history. */
   poller: Poller | null = null;
   private commissioning: Commissioning | undefined;
+  /**
+   * How this process restarts itself (`hayloft serve` sets it: a clean stop, then an exit systemd
+   * restarts); null elsewhere (tests, offline commands), where a restart is refused.
+   */
+  onRestart: ((why: string) => void) | null = null;
+  private readonly checksum: string;
 
   private constructor(config: Config, log: Logger, o: Built) {
     this.config = config;
@@ -197,6 +205,32 @@ export class App {
     this.clockTrust = o.clockTrust;
     this.clock = o.clock;
     this.bootTime = o.bootTime;
+    this.checksum = configChecksum(config.configFile);
+  }
+
+  /** What a fleet's host sees of this gateway (src/sync/mqtt/node-figures.ts): the MQTT edge node's NBIRTH and NDATA. */
+  async nodeFigures(): Promise<NodeFigures> {
+    const f = await nodeFigures({ version: productVersion(), checksum: this.checksum, health: () => this.health(), model: this.model, history: this.history, parts: () => this.parts.list() });
+    const up = this.uplink?.stats();
+    if (up !== undefined) f['Uplink/Backlog Samples'] = { type: 'Int64', value: up.backlogSamples };
+    return f;
+  }
+
+  /**
+   * A restart asked from outside (an MQTT host's Node Control/Reboot), authorised by the gate of
+   * `user` (USER_ADMIN on everything, as a backup needs), then done by onRestart.
+   */
+  restart(r: { user: string; who: string }): Promise<void> {
+    try {
+      gateOfUser(this.auth, r.user, 'mqtt writeAs').requireAll('USER_ADMIN', 'a restart');
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
+    const restart = this.onRestart;
+    if (restart === null) return Promise.reject(new HayloftError(ErrorCodes.BAD_REQUEST, 'this process cannot restart itself (it is not `hayloft serve`)'));
+    this.log.warn({ who: r.who, user: r.user }, 'restart asked');
+    setImmediate(() => restart(`asked by ${r.who}`));
+    return Promise.resolve();
   }
 
   /**
@@ -272,10 +306,17 @@ export class App {
       const drivers = driversOf(config, log);
       const events = new EventBus<ModelEvents>();
       const model = await Model.load({ records: new RecordStore(store), clock, events, drivers });
-      const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir });
+      const auth = await AuthService.open({ store, model, clock, log, dataDir: store.dir, trust: clockTrust });
       await parts.start(auth, metrics);
       await parts.start(space, metrics);
-      history = new HistoryStore(store, { events, space });
+      const his = new HistoryStore(store, {
+        events,
+        space,
+        flushInterval: config.historyFlushMs,
+        tailBudget: config.historyTailSamples,
+        onFlushError: (err, dropped) => log.error({ err, dropped }, 'cannot write collected history: the polled samples since the last flush are dropped (counted in hayloft_history_refused_samples_total)'),
+      });
+      history = his;
       await parts.start(history, metrics);
       rollups = new RollupStore(store);
       await parts.start(rollups);
@@ -334,7 +375,11 @@ export class App {
         metrics,
         metricsOpen: config.metricsOpen,
         health: () => app.health(),
-        backup: () => backupStream(store, { productVersion: productVersion(), now: clock.now() }),
+        // Polled samples still waiting for their flush go into the backup too.
+        backup: async () => {
+          await his.flush();
+          return backupStream(store, { productVersion: productVersion(), now: clock.now() });
+        },
         // WideSky's calls beyond the ops (push of watch changes, GraphQL, admin calls), and the console.
         groups: [pushGroup({ auth, watches, log, metrics }), graphqlGroup({ model, history, rollups, clock }), adminRoutes(auth), consoleRoutes(consoleFiles(consoleDir()))],
       });
@@ -392,7 +437,7 @@ export class App {
       if (mq !== null && mq.enabled) {
         // Loaded only when configured: MQTT.js and protobufjs cost every CLI command their load time.
         const { EdgeNode } = await import('./sync/mqtt/index.js');
-        app.edgeNode = new EdgeNode({ config: mq, model: app.model, history: app.history, store: app.store, clock, log: app.log, commands: (w) => app.command(w), trust: app.clockTrust });
+        app.edgeNode = new EdgeNode({ config: mq, model: app.model, history: app.history, store: app.store, clock, log: app.log, commands: (w) => app.command(w), trust: app.clockTrust, fedByDriver: (rec) => app.points.fedByDriver(rec), figures: () => app.nodeFigures(), reboot: (r) => app.restart(r) });
         await app.parts.start(app.edgeNode, app.metrics);
       }
       await app.parts.start({ name: 'http', start: () => app.listen(opts.config), stop: () => app.server.close() });

@@ -16,8 +16,9 @@ import { ErrorCodes, HayloftError, isHayloftError } from './lib/errors.js';
 import { backlogReport, formatBacklog } from './sync/index.js';
 import { createLogger, type Logger } from './lib/log.js';
 import { SystemdNotifier } from './lib/systemd.js';
-import { followLauncher, mainPid, runtimeReport } from './lib/runtime.js';
+import { runtimeReport, unappliedSettings } from './lib/runtime.js';
 import { settleWhenQuiet } from './lib/settle.js';
+import { reachableAddresses, urlHost } from './lib/addresses.js';
 import { existsSync, createReadStream, readFileSync, createWriteStream, renameSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -78,17 +79,51 @@ function config(argv: readonly string[]): Config {
   });
 }
 
-function printBootstrap(b: Bootstrap): void {
-  const lines = [
-    'First start: an administrator and an OAuth2 client were created.',
-    `  admin user:     ${b.adminUser}`,
-    `  admin password: ${b.adminPassword ?? '(from HAYLOFT_ADMIN_PASSWORD)'}`,
+/** Where the console answers, for the first-start message (serve only). */
+interface Serving {
+  host: string;
+  /** 0 when plain HTTP is off. */
+  port: number;
+  /** 0 when HTTPS is off. */
+  httpsPort: number;
+  /** SHA-256 fingerprint of the HTTPS certificate, and whether it is the self-signed one Hayloft made. */
+  tls: { fingerprint: string; selfSigned: boolean } | null;
+}
+
+/**
+ * The first start's message, printed once: where the console is and the user and password to
+ * type there first (a person at a terminal reads it top down), then the programs' client.
+ */
+function printBootstrap(b: Bootstrap, serving?: Serving): void {
+  const lines = ['Hayloft\'s first start: an administrator and an OAuth2 client for programs were created.', ''];
+  if (serving !== undefined) {
+    const hosts = reachableAddresses(serving.host).map(urlHost);
+    lines.push('Open the console in a browser:');
+    if (serving.port > 0) for (const h of hosts) lines.push(`  http://${h}:${serving.port}/`);
+    if (serving.httpsPort > 0) {
+      for (const h of hosts) lines.push(`  https://${h}:${serving.httpsPort}/`);
+      if (serving.tls !== null) {
+        lines.push(serving.tls.selfSigned ? '  (a self-signed certificate: check that the browser shows this SHA-256 fingerprint' : '  (the configured certificate, SHA-256 fingerprint');
+        lines.push(`   ${serving.tls.fingerprint})`);
+      }
+    }
+    lines.push('and log in with');
+  } else {
+    lines.push('Log in to the console with');
+  }
+  lines.push(
+    `  user:      ${b.adminUser}`,
+    `  password:  ${b.adminPassword ?? '(from HAYLOFT_ADMIN_PASSWORD)'}`,
+    'then change the password on the System page.',
+    '',
+    'For programs (SCADA, WideSky clients, scripts), the OAuth2 client:',
     `  client id:      ${b.clientId}`,
     `  client secret:  ${b.clientSecret ?? '(from HAYLOFT_CLIENT_SECRET, or kept from before)'}`,
-    'These are shown once. Log in with POST /oauth2/token (HTTP Basic client id:secret,',
-    'grant_type=password). Change the password with POST /api/updatePassword.',
-  ];
-  const width = Math.max(...lines.map((l) => l.length));
+    '  POST /oauth2/token with HTTP Basic client id:secret, grant_type=password.',
+    '',
+    'These are shown once.',
+  );
+  const width = Math.min(100, Math.max(...lines.map((l) => l.length)));
   const bar = '='.repeat(width);
   process.stdout.write(`${bar}\n${lines.join('\n')}\n${bar}\n`);
 }
@@ -106,12 +141,18 @@ async function withApp<T>(argv: readonly string[], log: Logger, f: (app: App) =>
 
 async function serve(argv: readonly string[]): Promise<void> {
   const cfg = config(argv);
-  const log = createLogger({ level: cfg.logLevel });
-  followLauncher();
+  const log = createLogger({ level: cfg.logLevel, format: cfg.logFormat });
+  const unapplied = unappliedSettings();
+  if (unapplied !== undefined) {
+    log.warn(
+      { missingNodeFlags: unapplied.flags, missingMallocTunables: unapplied.tunables ?? null },
+      'started without the runtime settings, and this Node cannot restart itself with them: start Hayloft with its command (bin/hayloft), or give them to node, for the memory figures of docs/performance.md',
+    );
+  }
   // A bug that escapes a request must not take the building's server down: log it and go on.
   process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled promise rejection (a bug): logged, still serving'));
   const app = await App.start({ config: cfg, log, firstRun: firstRunFromEnv(process.env), processMetrics: true });
-  if (app.bootstrap !== null) printBootstrap(app.bootstrap);
+  if (app.bootstrap !== null) printBootstrap(app.bootstrap, { host: cfg.host, port: app.port, httpsPort: app.httpsPort, tls: app.tls === null ? null : { fingerprint: app.tls.fingerprint, selfSigned: cfg.tlsCert === null } });
   let device: DemoDevice | null = null;
   if (argv.includes('--demo')) {
     // Loaded only here: the demo's simulated device brings modbus-serial.
@@ -124,10 +165,11 @@ async function serve(argv: readonly string[]): Promise<void> {
   const cancelSettle = settleWhenQuiet(log);
   // Under systemd (Type=notify): READY now, watchdog keep-alives unless a part says a restart
   // would cure it (App.watchdogOk: not for a full disk, which a restart does not fix).
-  const systemd = new SystemdNotifier({ log, env: process.env, pid: mainPid(), healthy: () => app.watchdogOk() });
+  const systemd = new SystemdNotifier({ log, env: process.env, pid: process.pid, healthy: () => app.watchdogOk() });
   void systemd.ready(`serving on ${cfg.host}:${app.port}`);
   let stopping = false;
-  const stop = (signal: string): void => {
+  /** `code` RESTART_EXIT_CODE: a restart asked (Node Control/Reboot); systemd starts the service again. */
+  const stop = (signal: string, code = 0): void => {
     if (stopping) {
       log.warn({ signal }, 'second signal: exiting at once');
       process.exit(1);
@@ -140,9 +182,9 @@ async function serve(argv: readonly string[]): Promise<void> {
       async () => {
         await device?.stop();
         await systemd.flushed();
-        log.info('stopped');
+        log.info(code === RESTART_EXIT_CODE ? 'stopped: exiting for a restart' : 'stopped');
         log.flush();
-        process.exitCode = 0;
+        process.exitCode = code;
       },
       (e: unknown) => {
         log.error({ err: e }, 'error while stopping');
@@ -152,7 +194,14 @@ async function serve(argv: readonly string[]): Promise<void> {
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+  app.onRestart = (why) => stop(`restart ${why}`, RESTART_EXIT_CODE);
 }
+
+/**
+ * The exit status of a clean stop for a restart: the unit names it in SuccessExitStatus (not a
+ * failure) and RestartForceExitStatus (started again), systemd/hayloft.service.
+ */
+export const RESTART_EXIT_CODE = 75;
 
 async function user(args: string[], argv: readonly string[]): Promise<void> {
   const { values, positionals } = parseArgs({ args, options: { role: { type: 'string' }, password: { type: 'string' }, config: { type: 'string' } }, allowPositionals: true });

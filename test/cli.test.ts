@@ -3,6 +3,7 @@
  * administration, clear one-line errors (a locked data folder, a bad config, an unknown command).
  */
 import { spawn, spawnSync } from 'node:child_process';
+import { stripVTControlCharacters } from 'node:util';
 import t from 'tap';
 import { tempDir } from './helpers/tmp.js';
 
@@ -18,12 +19,12 @@ t.test('offline administration of users and clients', async (t) => {
   const env = { HAYLOFT_DATA_DIR: dir, HAYLOFT_ADMIN_PASSWORD: 'first-admin-pw' };
   const first = run(['user', 'list'], env);
   t.equal(first.status, 0, first.stderr);
-  t.match(first.stdout, /First start: an administrator and an OAuth2 client were created/);
-  t.match(first.stdout, /admin password: \(from HAYLOFT_ADMIN_PASSWORD\)/, 'a given password is not echoed');
+  t.match(first.stdout, /first start: an administrator and an OAuth2 client for programs were created/);
+  t.match(first.stdout, /password: +\(from HAYLOFT_ADMIN_PASSWORD\)/, 'a given password is not echoed');
   t.match(first.stdout, /client secret: {2}\S{20,}/, 'a generated secret is printed once');
   t.match(first.stdout, /admin@hayloft\.local\tadmin\t@/);
   const again = run(['user', 'list'], env);
-  t.notMatch(again.stdout, /First start/, 'only the first start prints credentials');
+  t.notMatch(again.stdout, /first start/i, 'only the first start prints credentials');
 
   const add = run(['user', 'add', 'tech@example.com', '--role', 'admin'], env);
   t.equal(add.status, 0, add.stderr);
@@ -87,4 +88,72 @@ t.test('errors an operator can act on', async (t) => {
   server.kill('SIGTERM');
   t.equal(await exited, 0, 'SIGTERM stops the server cleanly');
   t.match(out, /"msg":"stopped"/);
+});
+
+/** `hayloft serve` until it says it serves; then SIGTERM. `tty`: run under a pseudo-terminal (script(1)). */
+async function serveOutput(env: Record<string, string>, tty = false): Promise<string> {
+  const cmd = [process.execPath, '--import', 'tsx', CLI, 'serve'];
+  const quoted = cmd.map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ');
+  const proc = tty
+    ? spawn('script', ['-qefc', quoted, '/dev/null'], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] })
+    : spawn(cmd[0] as string, cmd.slice(1), { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<void>((resolve) => proc.on('exit', () => resolve()));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`server did not start: ${out}`)), 60_000);
+      const check = (): void => {
+        if (/Hayloft is serving/.test(out)) {
+          clearTimeout(timer);
+          resolve();
+        }
+      };
+      proc.stdout.on('data', check);
+      void exited.then(() => reject(new Error(`server exited: ${out}`)));
+    });
+  } finally {
+    // script(1) passes the signal on to the server it runs.
+    proc.kill('SIGTERM');
+    await exited;
+  }
+  return out;
+}
+
+const noScript = spawnSync('script', ['--version']).status === 0 ? false : 'no script(1) (util-linux) to run a pseudo-terminal';
+t.test('the first start says where the console is and what to type there; logs fit who reads them', { skip: noScript }, async (t) => {
+  const base = { HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_HTTPS_PORT: '0', HAYLOFT_TZ: 'UTC', HAYLOFT_HISTORY_MIN_FREE_BYTES: String(8 * 1024 * 1024), HAYLOFT_ADMIN_PASSWORD: 'first-admin-pw' };
+
+  // A pipe (as journald or a program reads it): JSON lines, and the message between them.
+  const piped = await serveOutput({ ...base, HAYLOFT_DATA_DIR: tempDir(t) });
+  const lines = piped.split('\n');
+  const serving = lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>).find((j) => j.msg === 'Hayloft is serving');
+  t.ok(serving, 'JSON log lines on a pipe');
+  const port = serving?.port as number;
+  const httpsPort = serving?.httpsPort as number;
+  const tls = lines.filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>).find((j) => typeof j.fingerprint256 === 'string');
+  const message = piped.slice(piped.indexOf('==='), piped.lastIndexOf('===') + 3);
+  t.match(message, `http://127.0.0.1:${port}/`, 'the console over HTTP');
+  t.match(message, `https://127.0.0.1:${httpsPort}/`, 'over HTTPS');
+  t.match(message, String(tls?.fingerprint256), 'with the certificate fingerprint');
+  t.match(message, /user: +admin@hayloft\.local\n +password: +\(from HAYLOFT_ADMIN_PASSWORD\)/, 'the user and password to type');
+  t.ok(message.indexOf('https://') < message.indexOf('client secret'), "programs' credentials come after the console's");
+  t.match(message, /client id: +hayloft\n +client secret: +\S{20,}/, "the programs' client");
+
+  // A terminal: one readable line per entry, chosen by itself; and the setting overrides.
+  const dir = tempDir(t);
+  const coloured = await serveOutput({ ...base, HAYLOFT_DATA_DIR: dir }, true);
+  t.not(stripVTControlCharacters(coloured), coloured, 'in colour on a terminal');
+  const tty = stripVTControlCharacters(coloured);
+  t.match(tty, /^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] INFO: Hayloft is serving/m, 'time, level and message on a terminal');
+  t.notMatch(tty, /^\{"level"/m, 'no JSON on a terminal');
+  t.notMatch(tty, /"runtime"|"hostname"/, 'without the fields that only programs need');
+  const forcedJson = await serveOutput({ ...base, HAYLOFT_DATA_DIR: dir, HAYLOFT_LOG_FORMAT: 'json' }, true);
+  t.match(forcedJson, /^\{"level":30.*"msg":"Hayloft is serving"/m, 'logFormat: json on a terminal');
+  const forcedPretty = await serveOutput({ ...base, HAYLOFT_DATA_DIR: dir, HAYLOFT_LOG_FORMAT: 'pretty' });
+  t.match(forcedPretty, /^\[[^\]]+\] INFO: Hayloft is serving \{"dataDir"/m, 'logFormat: pretty on a pipe (no colours there)');
+  t.notMatch(forcedPretty, /First start|first start/, 'the message is shown once');
+  const bad = run(['check-config'], { ...base, HAYLOFT_DATA_DIR: dir, HAYLOFT_LOG_FORMAT: 'fancy' });
+  t.match(bad.stderr, /logFormat \(from HAYLOFT_LOG_FORMAT\): expected auto, pretty or json/, 'a bad setting is named');
 });

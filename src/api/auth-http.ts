@@ -1,7 +1,7 @@
 /**
  * The HTTP side of authentication (docs/spec/interface.md "Authentication", docs/spec/wire-notes.md §3):
- * - `POST /oauth2/token` (grants password and refresh_token; client credentials by HTTP Basic;
- *   JSON or form body) answering the token object or an RFC 6749 §5.2 error body;
+ * - `POST /oauth2/token` (grants password and refresh_token; client credentials by HTTP Basic, or
+ *   the console's public client from its own origin; JSON or form body) answering the token object or an RFC 6749 §5.2 error body;
  * - `DELETE /oauth2/token` (logout);
  * - `POST /api/updatePassword` and `/user/updatePassword` (plain-text answers, 200 / 400);
  * - bearer authentication and `X-IMPERSONATE` for the data operations.
@@ -9,7 +9,7 @@
  */
 import { quoteInput } from '../lib/quote.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AuthService, Principal } from '../auth/auth.js';
+import { type AuthService, CONSOLE_CLIENT, type ClientCredentials, type Principal } from '../auth/auth.js';
 import { ErrorCodes, HayloftError, isHayloftError } from '../lib/errors.js';
 import { hasBody, readBodyText } from './body.js';
 import type { BodyBudget } from './guard.js';
@@ -74,6 +74,35 @@ function basicOf(req: IncomingMessage): { id: string; secret: string } {
   return { id: dec(text.slice(0, i)), secret: dec(text.slice(i + 1)) };
 }
 
+/** The origin a request was sent to: the scheme of the listener that took it and its Host header. */
+export function ownOrigin(req: IncomingMessage): string | undefined {
+  const host = req.headers.host;
+  if (host === undefined || host === '') return undefined;
+  return `${(req.socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http'}://${host.toLowerCase()}`;
+}
+
+/**
+ * The client of a token request. A confidential client authenticates with HTTP Basic (RFC 6749
+ * §2.3.1), as before. The console's public client names itself in the body (`client_id`, §2.3)
+ * and is accepted only from a page of the server's own origin: the browser sets `Origin` on every
+ * POST a script makes and a page cannot forge it, so another site's page cannot use the console
+ * client to guess passwords from a browser on the site's network or log a visitor in. A program
+ * can write any Origin, but then it holds the user's password already: the console client gives it
+ * nothing a confidential client would not, and the login lockout applies the same.
+ */
+function clientOf(req: IncomingMessage, form: Record<string, string>): ClientCredentials {
+  if (req.headers.authorization !== undefined || form.client_id === undefined) return basicOf(req);
+  const id = form.client_id;
+  if (id !== CONSOLE_CLIENT) throw new HayloftError(ErrorCodes.INVALID_CLIENT, `client ${quoteInput(id)} must authenticate with its secret: send Authorization: Basic base64(clientId:clientSecret)`);
+  const origin = req.headers.origin;
+  const own = ownOrigin(req);
+  const site = req.headers['sec-fetch-site'];
+  if (origin === undefined || own === undefined || origin.toLowerCase() !== own || (site !== undefined && site !== 'same-origin')) {
+    throw new HayloftError(ErrorCodes.INVALID_CLIENT, `client "${CONSOLE_CLIENT}" logs in only from the console's own page (Origin ${own ?? 'of this server'}); programs use a client with a secret`);
+  }
+  return { id, secret: null };
+}
+
 /** A JSON or form body as string fields. */
 async function formOf(req: IncomingMessage, budget: BodyBudget | undefined): Promise<Record<string, string>> {
   if (!hasBody(req)) return {};
@@ -121,6 +150,23 @@ function refuseImpersonation(req: IncomingMessage): void {
   if (req.headers['x-impersonate'] !== undefined) throw new HayloftError(ErrorCodes.CANNOT_IMPERSONATE, 'Cannot impersonate');
 }
 
+/**
+ * The principal of an access token (the WideSky bearer token or Haystack 4's authToken), after
+ * X-IMPERSONATE when `target` is given: at once for a known token without impersonation.
+ */
+export function principalOfToken(auth: AuthService, token: string, target: string | string[] | undefined): Principal | Promise<Principal> {
+  const cached = auth.cachedPrincipal(token);
+  // Without a promise when the token is known: most requests.
+  if (cached !== undefined && target === undefined) return cached;
+  const as = async (): Promise<Principal> => {
+    const p = cached ?? (await auth.authenticate(token));
+    if (target === undefined) return p;
+    const t = Array.isArray(target) ? target[0] : target;
+    return auth.impersonate(p, (t ?? '').trim());
+  };
+  return as();
+}
+
 export interface AuthHttp {
   token(req: IncomingMessage, res: ServerResponse): Promise<void>;
   logout(req: IncomingMessage, res: ServerResponse): Promise<void>;
@@ -162,8 +208,10 @@ export function authHttp(auth: AuthService, onUnexpected: (req: IncomingMessage,
     async token(req, res) {
       try {
         refuseImpersonation(req);
-        const client = basicOf(req);
+        // Confidential clients are refused before their body is read, as before.
+        if (req.headers.authorization !== undefined) basicOf(req);
         const form = await formOf(req, budget);
+        const client = clientOf(req, form);
         const grant = form.grant_type;
         let answer;
         if (grant === 'password') {
@@ -248,17 +296,7 @@ export function authHttp(auth: AuthService, onUnexpected: (req: IncomingMessage,
           return hit;
         }
       }
-      const token = bearerOf(req);
-      const cached = auth.cachedPrincipal(token);
-      // Without a promise when the token is known: most requests.
-      if (cached !== undefined && target === undefined) return cached;
-      const as = async (): Promise<Principal> => {
-        const p = cached ?? (await auth.authenticate(token));
-        if (target === undefined) return p;
-        const t = Array.isArray(target) ? target[0] : target;
-        return auth.impersonate(p, (t ?? '').trim());
-      };
-      return as();
+      return principalOfToken(auth, bearerOf(req), target);
     },
   };
 }

@@ -10,6 +10,7 @@ import { readJsonHisBytes } from '../haystack/json-his.js';
 import type { ShapeLimits } from '../haystack/limits.js';
 import type { HGrid } from '../haystack/values.js';
 import { readZinc, writeZinc, writeZincChunks } from '../haystack/zinc.js';
+import { readHayson, writeHayson, writeHaysonChunks } from '../haystack/hayson.js';
 
 export interface Codec {
   /** `type/subtype`, lower case, no parameters. */
@@ -36,6 +37,11 @@ export interface Codec {
   readonly carriesMeta: boolean;
   /** Listed by the `formats` op; false for aliases of a listed format. */
   readonly listed: boolean;
+  /**
+   * A media-type parameter that tells this format from another of the same type (`version=3`:
+   * JSON v3 beside Hayson at /haystack/): asked for in Accept, and matched in Content-Type.
+   */
+  readonly param?: string;
 }
 
 function jsonChunks(g: HGrid): Iterable<string | Uint8Array> | undefined {
@@ -59,27 +65,49 @@ export const JSON_CODEC: Codec = {
   listed: true,
 };
 
+const ZINC: Codec = { mime: 'text/zinc', contentType: 'text/zinc; charset=utf-8', read: readZinc, write: writeZinc, chunks: zincChunks, carriesMeta: true, listed: true };
+const PLAIN_ZINC: Codec = { mime: 'text/plain', contentType: 'text/plain; charset=utf-8', read: readZinc, write: writeZinc, chunks: zincChunks, carriesMeta: true, listed: true };
+const CSV: Codec = { mime: 'text/csv', contentType: 'text/csv; charset=utf-8', write: writeCsv, carriesMeta: false, listed: true };
+const VND_JSON: Codec = { ...JSON_CODEC, mime: 'application/vnd.haystack+json', contentType: 'application/vnd.haystack+json', listed: false };
+
 /**
  * Order matters: for a wildcard (`*\/*`, `application/*`, `text/*`) negotiation picks the first
  * format of this list that matches, so JSON is the default and `text/*` gets Zinc.
  */
 export const CODECS: readonly Codec[] = [
   JSON_CODEC,
-  {
-    mime: 'application/vnd.haystack+json',
-    contentType: 'application/vnd.haystack+json',
-    read: readJsonGrid,
-    readBytes: readJsonHisBytes,
-    write: writeJsonGrid,
-    bytes: writeJsonBytes,
-    chunks: jsonChunks,
-    carriesMeta: true,
-    listed: false,
-  },
-  { mime: 'text/zinc', contentType: 'text/zinc; charset=utf-8', read: readZinc, write: writeZinc, chunks: zincChunks, carriesMeta: true, listed: true },
+  VND_JSON,
+  ZINC,
   // text/plain is Zinc too (docs/spec/wire-notes.md §1).
-  { mime: 'text/plain', contentType: 'text/plain; charset=utf-8', read: readZinc, write: writeZinc, chunks: zincChunks, carriesMeta: true, listed: true },
-  { mime: 'text/csv', contentType: 'text/csv; charset=utf-8', write: writeCsv, carriesMeta: false, listed: true },
+  PLAIN_ZINC,
+  CSV,
+];
+
+/** Hayson (Haystack 4's JSON), what `application/json` means at /haystack/ (docs/haystack4.md). */
+export const HAYSON_CODEC: Codec = {
+  mime: 'application/json',
+  contentType: 'application/json',
+  read: readHayson,
+  write: writeHayson,
+  chunks: (g) => (streamed(g) ? writeHaysonChunks(g) : undefined),
+  carriesMeta: true,
+  listed: true,
+};
+
+/**
+ * The formats of the Haystack 4 API at /haystack/ (docs/haystack4.md): Zinc first, so no Accept
+ * (Haxall's connector sends none) and wildcards get Zinc; `application/json` (and J2's
+ * `application/vnd.haystack+json`) is Hayson; JSON v3 is there for clients that ask for it by
+ * `application/json; version=3`.
+ */
+export const H4_CODECS: readonly Codec[] = [
+  ZINC,
+  HAYSON_CODEC,
+  // J2's haystack-core and haystack-nclient name Hayson `application/vnd.haystack+json`.
+  { ...HAYSON_CODEC, mime: 'application/vnd.haystack+json', contentType: 'application/vnd.haystack+json', listed: false },
+  { ...JSON_CODEC, param: 'version=3', listed: false },
+  PLAIN_ZINC,
+  CSV,
 ];
 
 /** The formats op's order: the one of docs/spec/interface.md's sample. */

@@ -48,6 +48,8 @@ const STATUS: Partial<Record<ErrorCode, number>> = {
   [ErrorCodes.INVALID_TOKEN_REQUEST]: 400,
   [ErrorCodes.WEAK_PASSWORD]: 400,
   [ErrorCodes.LOCKED_OUT]: 429,
+  // The Haystack auth spec answers a failed SCRAM proof with 403 (docs/haystack4.md).
+  [ErrorCodes.AUTH_FAILED]: 403,
   // Commissioning (discover, learn) talks to devices during the request: a connector configured
   // wrongly is the client's to fix; a device that does not answer or refuses is a gateway's error.
   [ErrorCodes.CANNOT_LEARN]: 400,

@@ -6,20 +6,40 @@
  */
 import Negotiator from 'negotiator';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
-import { CODECS, type Codec, JSON_CODEC } from './codecs.js';
+import { CODECS, type Codec, H4_CODECS } from './codecs.js';
 
-const writable = CODECS.filter((c) => c.write !== undefined);
-const readable = CODECS.filter((c) => c.read !== undefined);
+/** A table of formats with its defaults: the WideSky API's (JSON first) or the Haystack 4 API's (Zinc first). */
+export interface Formats {
+  readonly writable: readonly Codec[];
+  readonly readable: readonly Codec[];
+  /**
+   * Offered with `charset=utf-8` because negotiator drops a type whose Accept entry carries a
+   * parameter the offer lacks: `Accept: text/plain; charset=utf-8` must still get text/plain, while
+   * a request for another charset (which Hayloft never writes) is not matched. A codec's own
+   * `param` (version=3) is offered too, so only a client naming it gets that format.
+   */
+  readonly offers: readonly string[];
+  /** The answer's format with no Accept; and a body's with no Content-Type. */
+  readonly fallback: Codec;
+}
 
-/**
- * Offered with `charset=utf-8` because negotiator drops a type whose Accept entry carries a
- * parameter the offer lacks: `Accept: text/plain; charset=utf-8` must still get text/plain, while
- * a request for another charset (which Hayloft never writes) is not matched.
- */
-const OFFERS = writable.map((c) => `${c.mime};charset=utf-8`);
+export function formatsOf(codecs: readonly Codec[]): Formats {
+  const writable = codecs.filter((c) => c.write !== undefined);
+  return {
+    writable,
+    readable: codecs.filter((c) => c.read !== undefined),
+    offers: writable.map((c) => `${c.mime};charset=utf-8${c.param === undefined ? '' : ';' + c.param}`),
+    fallback: codecs[0] as Codec,
+  };
+}
+
+/** docs/spec/interface.md's API at /api/: JSON v3 by default. */
+export const WIDESKY_FORMATS: Formats = formatsOf(CODECS);
+/** The Haystack 4 API at /haystack/ (docs/haystack4.md): Zinc by default, Hayson for application/json. */
+export const H4_FORMATS: Formats = formatsOf(H4_CODECS);
 
 function supportedList(codecs: readonly Codec[]): string {
-  return codecs.map((c) => c.mime).join(', ');
+  return [...new Set(codecs.map((c) => (c.param === undefined ? c.mime : `${c.mime}; ${c.param}`)))].join(', ');
 }
 
 /**
@@ -34,12 +54,12 @@ const NEGOTIATED_MAX_CHARS = 256;
 export type NegotiationCache = Map<string, Codec>;
 
 /** The format to answer in; throws HL_NOT_ACCEPTABLE when nothing listed is supported. */
-export function responseCodec(accept: string | undefined, cache?: NegotiationCache): Codec {
+export function responseCodec(accept: string | undefined, cache?: NegotiationCache, formats: Formats = WIDESKY_FORMATS): Codec {
   // No header, or an empty one, means any type (RFC 9110: "no Accept implies any").
-  if (accept === undefined) return JSON_CODEC;
+  if (accept === undefined) return formats.fallback;
   const hit = cache?.get(accept);
   if (hit !== undefined) return hit;
-  const codec = negotiate(accept);
+  const codec = negotiate(accept, formats);
   // Only short headers are kept: a client sending 16 KiB headers must not make the cache 1 MB.
   if (cache !== undefined && accept.length <= NEGOTIATED_MAX_CHARS) {
     if (cache.size >= NEGOTIATED_MAX) cache.clear();
@@ -48,15 +68,16 @@ export function responseCodec(accept: string | undefined, cache?: NegotiationCac
   return codec;
 }
 
-function negotiate(accept: string): Codec {
-  if (accept.trim() === '') return JSON_CODEC;
+function negotiate(accept: string, formats: Formats): Codec {
+  const { offers, writable } = formats;
+  if (accept.trim() === '') return formats.fallback;
   let best: string | undefined;
   try {
-    best = new Negotiator({ headers: { accept } }).mediaType(OFFERS);
+    best = new Negotiator({ headers: { accept } }).mediaType(offers);
   } catch {
     best = undefined;
   }
-  const i = best === undefined ? -1 : OFFERS.indexOf(best);
+  const i = best === undefined ? -1 : offers.indexOf(best);
   const codec = writable[i];
   if (codec === undefined) {
     throw new HayloftError(
@@ -77,10 +98,13 @@ export function mediaTypeOf(contentType: string): string {
  * The format to read a request body in. No Content-Type: JSON, the format of docs/spec/interface.md, which
  * clients that forget the header are most likely sending. Throws HL_UNSUPPORTED_MEDIA_TYPE.
  */
-export function requestCodec(contentType: string | undefined): Codec {
-  if (contentType === undefined || contentType.trim() === '') return JSON_CODEC;
+export function requestCodec(contentType: string | undefined, formats: Formats = WIDESKY_FORMATS): Codec {
+  const { readable } = formats;
+  if (contentType === undefined || contentType.trim() === '') return formats.fallback;
   const mime = mediaTypeOf(contentType);
-  const codec = readable.find((c) => c.mime === mime);
+  // A codec named by a parameter (application/json; version=3) before the plain one of its type.
+  const params = contentType.toLowerCase().split(';').slice(1).map((p) => p.replace(/\s+/g, ''));
+  const codec = readable.find((c) => c.mime === mime && c.param !== undefined && params.includes(c.param)) ?? readable.find((c) => c.mime === mime && c.param === undefined);
   if (codec === undefined) {
     throw new HayloftError(
       ErrorCodes.UNSUPPORTED_MEDIA_TYPE,

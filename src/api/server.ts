@@ -30,6 +30,8 @@ import { backupRoutes } from './routes/backup.js';
 import { type HealthReport, healthRoutes } from './routes/health.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { opRoutes } from './routes/ops.js';
+import { haystackRoutes } from './routes/haystack.js';
+import { ScramServer } from '../auth/scram.js';
 
 export type { HealthReport } from './routes/health.js';
 export type { RouteGroup, RouteKit } from './routes.js';
@@ -61,7 +63,8 @@ export interface ApiServerOptions {
   /** `GET /api/health` (no authentication): liveness and storage state; 503 when not ok. */
   health?: () => Promise<HealthReport>;
   /** `GET /api/backup` (USER_ADMIN): the bytes of a backup file, read from one snapshot. */
-  backup?: () => Readable;
+  /** A backup stream (the history store flushes its pending samples first). */
+  backup?: () => Promise<Readable>;
   /** More route groups (GraphQL, sockets, admin calls): their routes win over `/api/<op>`. */
   groups?: readonly RouteGroup[];
 }
@@ -105,6 +108,8 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     metricsRoutes(opts.metrics, opts.metricsOpen === true),
     backupRoutes(opts.backup),
     ...(opts.groups ?? []),
+    // The standard Haystack 4 API at /haystack/<op> beside the WideSky one (docs/haystack4.md).
+    haystackRoutes({ ctx: opts.ctx, auth: opts.auth, scram: opts.auth === null ? null : new ScramServer(opts.auth, opts.ctx.clock) }),
     // Last: /api/:op must not shadow the routes above.
     ops,
   ];

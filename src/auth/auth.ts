@@ -13,10 +13,10 @@
  *   and every use still checks that the session is alive, so revocation takes effect at once.
  */
 import { quoteInput } from '../lib/quote.js';
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { chmodSync, existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { SignJWT, jwtVerify } from 'jose';
+import { SignJWT, decodeJwt, jwtVerify } from 'jose';
 import { HDict, HRef, type HVal, MARKER } from '../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
@@ -25,6 +25,7 @@ import type { Model } from '../model/model.js';
 import type { Store } from '../store/db.js';
 import { Lockout } from './lockout.js';
 import { dummyHash, hashPassword, randomSecret, verifyPassword } from './passwords.js';
+import { SCRAM_ITERATIONS, type ScramUsers, type ScramVerifier, deriveVerifier } from './scram.js';
 import { type Access, Grants, LATER_PERMISSIONS, PERMISSIONS, type Permission, policiesOf } from './permissions.js';
 import type { Part } from '../lib/part.js';
 
@@ -35,6 +36,23 @@ const MAX_PASSWORD_LENGTH = 1024;
 const TOKEN_CACHE_MAX = 10_000;
 const KEY_FILE = 'jwt-signing.key';
 const ISSUER = 'hayloft';
+
+/**
+ * The console's OAuth2 client: public (RFC 6749 §2.1), with no secret, known to the server rather
+ * than stored, and accepted only from the console's own origin (the HTTP side checks the request's
+ * Origin: auth-http.ts). Its sessions are its own: a refresh token it got cannot be refreshed by
+ * another client, nor another client's by it. docs/security.md "The console's login".
+ */
+export const CONSOLE_CLIENT = 'hayloft-console';
+
+/**
+ * Who asks at the token endpoint: a confidential client with its secret, or the console's public
+ * client (`secret: null`) once the HTTP side has checked that the request came from its page.
+ */
+export interface ClientCredentials {
+  id: string;
+  secret: string | null;
+}
 
 export interface TokenResponse {
   access_token: string;
@@ -69,6 +87,8 @@ interface CachedToken {
   userId: string;
   sid: string;
   exp: number;
+  /** Issued while the clock could not be trusted: its expiry is judged in the clock of its issue (see `untrusted`). */
+  jti?: string;
   /** The principal built for this token, valid while `gen` is the service's generation. */
   principal?: Principal;
   gen?: number;
@@ -79,6 +99,8 @@ export interface AuthOptions {
   model: Model;
   clock: Clock;
   log: Logger;
+  /** Whether the wall clock can be trusted (src/lib/clock-trust.ts); trusted when not given. */
+  trust?: { trusted(): boolean };
   /** Folder of the signing key file. */
   dataDir: string;
   minPasswordLength?: number;
@@ -129,7 +151,10 @@ function loadSigningKey(dir: string, log: Logger): Uint8Array {
  */
 const LOCK_THRESHOLDS = { ua: 5, u: 10, ip: 20 };
 
-export class AuthService implements Part {
+/** The client id of sessions opened by a Haystack 4 login (SCRAM): they have no refresh token. */
+export const HAYSTACK_CLIENT = 'haystack4';
+
+export class AuthService implements Part, ScramUsers {
   readonly name = 'auth';
   private readonly store: Store;
   private readonly model: Model;
@@ -140,6 +165,16 @@ export class AuthService implements Part {
   private readonly sessions = new Map<string, Session>();
   private readonly byRefresh = new Map<string, string>();
   private readonly tokenCache = new Map<string, CachedToken>();
+  private readonly trust: AuthOptions['trust'];
+  /**
+   * Tokens (by jti) and sessions' refresh expiry (by `sess:` sid) dated while the clock could not
+   * be trusted (a Pi booting without its clock, before NTP steps it): the wall and monotonic
+   * readings of their issue. Their expiry is judged against the wall clock as it was then, moved
+   * on by the monotonic time since (`frameNow`), so a step of the clock (1970 to today) neither
+   * ends them at once nor makes them last for years. Kept in memory: after a restart such a
+   * session asks for a new login.
+   */
+  private readonly untrusted = new Map<string, { wall: number; mono: number }>();
   /** The token cachedPrincipal last found (checked again on every use, as any cached token). */
   private lastToken: { token: string; entry: CachedToken } | undefined;
   private readonly grantsCache = new Map<string, Grants>();
@@ -153,6 +188,7 @@ export class AuthService implements Part {
     this.model = opts.model;
     this.clock = opts.clock;
     this.log = opts.log;
+    this.trust = opts.trust;
     this.key = key;
     this.minPasswordLength = opts.minPasswordLength ?? MIN_PASSWORD_LENGTH;
     this.lockout = new Lockout(opts.clock, { thresholds: LOCK_THRESHOLDS });
@@ -170,6 +206,7 @@ export class AuthService implements Part {
       else a.addSession(s);
     }
     for await (const k of opts.store.auth.keys({ gte: 'pw:', lt: 'pw;' })) if (!isUser(k.slice(3))) expired.push(k);
+    for await (const k of opts.store.auth.keys({ gte: 'scram:', lt: 'scram;' })) if (!isUser(k.slice(6))) expired.push(k);
     if (expired.length > 0) await opts.store.auth.batch(expired.map((key) => ({ type: 'del' as const, key })));
     // A deleted user's password hash and sessions are deleted in the same batch as the record,
     // so nothing of it can come back if a record is created again with its id.
@@ -178,6 +215,7 @@ export class AuthService implements Part {
         if (!r.has('user')) continue;
         const id = (r.get('id') as HRef).id;
         ops.del(opts.store.auth, `pw:${id}`);
+        ops.del(opts.store.auth, `scram:${id}`);
         for (const s of a.sessions.values()) if (s.userId === id) ops.del(opts.store.auth, `sess:${s.sid}`);
       }
     });
@@ -226,7 +264,9 @@ export class AuthService implements Part {
     const pw = this.checkPassword(password);
     const user = this.model.stored(userId);
     if (user === undefined || !user.has('user')) throw new HayloftError(ErrorCodes.NOT_FOUND, `no user @${userId}`);
-    await this.store.auth.put(`pw:${userId}`, await hashPassword(pw));
+    // The SCRAM verifier (Haystack 4 logins, scram.ts) is derived from the same password, in the same batch.
+    const [hash, verifier] = await Promise.all([hashPassword(pw), deriveVerifier(pw)]);
+    await this.store.auth.batch().put(`pw:${userId}`, hash).put(`scram:${userId}`, JSON.stringify(verifier)).write();
   }
 
   /** Creates a user entity with a password; `roleRef` names an existing role (id or name). */
@@ -273,6 +313,7 @@ export class AuthService implements Part {
 
   async addClient(clientId: string, secret?: string): Promise<string> {
     if (!/^[A-Za-z0-9._~-]{1,128}$/.test(clientId)) throw new HayloftError(ErrorCodes.INVALID_RECORD, `${quoteInput(clientId)} is not a valid client id (letters, digits, . _ ~ -)`);
+    if (clientId === CONSOLE_CLIENT) throw new HayloftError(ErrorCodes.CONFLICT, `client id "${CONSOLE_CLIENT}" is the console's own (public, without a secret): choose another`);
     if ((await this.store.auth.get(`client:${clientId}`)) !== undefined) throw new HayloftError(ErrorCodes.CONFLICT, `client "${clientId}" already exists`);
     const s = secret ?? randomSecret();
     if (s.length < 16) throw new HayloftError(ErrorCodes.WEAK_PASSWORD, 'a client secret must have at least 16 characters');
@@ -354,7 +395,13 @@ export class AuthService implements Part {
 
   // ---- the token endpoint ---------------------------------------------------------------
 
-  private async checkClient(clientId: string, secret: string): Promise<void> {
+  private async checkClient(clientId: string, secret: string | null): Promise<void> {
+    if (secret === null) {
+      // Only the console is a public client; the HTTP side has checked the request's origin.
+      if (clientId !== CONSOLE_CLIENT) throw new HayloftError(ErrorCodes.INVALID_CLIENT, `client "${clientId}" must authenticate with its secret (HTTP Basic)`);
+      return;
+    }
+    if (clientId === CONSOLE_CLIENT) throw new HayloftError(ErrorCodes.INVALID_CLIENT, `client "${CONSOLE_CLIENT}" is public: it has no secret`);
     const hash = await this.store.auth.get(`client:${clientId}`);
     const ok = await verifyPassword(secret, hash ?? (await dummyHash()));
     if (hash === undefined || !ok) throw new HayloftError(ErrorCodes.INVALID_CLIENT, 'unknown client or wrong client secret');
@@ -375,7 +422,7 @@ export class AuthService implements Part {
   }
 
   /** grant_type=password. `address` is the caller's IP address (for the lockout). */
-  async passwordGrant(client: { id: string; secret: string }, username: string, password: string, address: string): Promise<TokenResponse> {
+  async passwordGrant(client: ClientCredentials, username: string, password: string, address: string): Promise<TokenResponse> {
     const keys = this.lockKeys(username, address);
     this.checkLockout(keys);
     try {
@@ -394,11 +441,54 @@ export class AuthService implements Part {
       throw new HayloftError(ErrorCodes.INVALID_GRANT, 'wrong user name or password');
     }
     this.lockout.success(keys);
+    // A user whose password was set before SCRAM verifiers existed gets one now, from the password
+    // just checked: from then on Haystack 4 clients can log in as that user too.
+    if ((await this.store.auth.get(`scram:${userId}`)) === undefined) await this.store.auth.put(`scram:${userId}`, JSON.stringify(await deriveVerifier(password)));
     return this.newSession(userId, client.id);
   }
 
+  // ---- Haystack 4 logins (scram.ts) ------------------------------------------------------
+
+  async scramVerifier(username: string): Promise<{ userId: string | undefined; verifier: ScramVerifier }> {
+    const userId = this.userIdByName(username);
+    const stored = userId === undefined ? undefined : await this.store.auth.get(`scram:${userId}`);
+    if (userId !== undefined && stored !== undefined) return { userId, verifier: JSON.parse(stored) as ScramVerifier };
+    if (userId !== undefined) this.log.warn({ username }, 'Haystack 4 login of a user without a SCRAM verifier: it gets one when its password is set or at its next WideSky login');
+    // The same salt for the same unknown name on every try (keyed by the signing key), and keys
+    // that no proof matches: the answer does not tell who exists.
+    const salt = createHmac('sha256', this.key).update(`scram-salt:${username.toLowerCase()}`).digest().subarray(0, 16);
+    const junk = createHmac('sha256', this.key).update(`scram-key:${username.toLowerCase()}`).digest('base64');
+    return { userId: undefined, verifier: { salt: salt.toString('base64'), iterations: SCRAM_ITERATIONS, storedKey: junk, serverKey: junk } };
+  }
+
+  checkLoginLockout(username: string, address: string): void {
+    this.checkLockout(this.lockKeys(username, address));
+  }
+
+  loginFailed(username: string, address: string): void {
+    this.lockout.failure(this.lockKeys(username, address));
+    this.log.warn({ username, address }, 'failed login (Haystack 4)');
+  }
+
+  loginSucceeded(username: string, address: string): void {
+    this.lockout.success(this.lockKeys(username, address));
+  }
+
+  /**
+   * A session for a user who completed a Haystack 4 login: its access token is the `authToken`
+   * (a JWT like every other, so expiry, revocation and the token cache are the same). It has no
+   * usable refresh token: a Haystack client logs in again when its token expires.
+   */
+  async haystackSession(userId: string): Promise<string> {
+    const now = this.clock.now();
+    const s: Session = { sid: randomUUID(), userId, clientId: HAYSTACK_CLIENT, refreshHash: sha256(randomSecret(32)), prevRefreshHash: null, refreshExpires: now, created: now };
+    await this.store.auth.put(`sess:${s.sid}`, JSON.stringify(s));
+    this.addSession(s);
+    return (await this.accessToken(userId, s.sid)).access_token;
+  }
+
   /** grant_type=refresh_token: rotates the refresh token. */
-  async refreshGrant(client: { id: string; secret: string }, refreshToken: string, address: string): Promise<TokenResponse> {
+  async refreshGrant(client: ClientCredentials, refreshToken: string, address: string): Promise<TokenResponse> {
     const keys = [`ip:${address}`];
     this.checkLockout(keys);
     await this.checkClient(client.id, client.secret).catch((e: unknown) => {
@@ -408,7 +498,7 @@ export class AuthService implements Part {
     const h = sha256(refreshToken);
     const sid = this.byRefresh.get(h);
     const s = sid === undefined ? undefined : this.sessions.get(sid);
-    if (s === undefined || s.clientId !== client.id || s.refreshExpires <= this.clock.now()) {
+    if (s === undefined || s.clientId !== client.id || s.refreshExpires <= this.frameNow(`sess:${s.sid}`)) {
       const stolen = [...this.sessions.values()].find((x) => x.prevRefreshHash === h);
       if (stolen !== undefined) {
         // A rotated-away refresh token came back: someone holds a copy. End the session.
@@ -428,9 +518,27 @@ export class AuthService implements Part {
     const refresh = randomSecret(32);
     const next: Session = { ...s, prevRefreshHash: s.refreshHash, refreshHash: sha256(refresh), refreshExpires: this.clock.now() + REFRESH_TTL_MS };
     await this.store.auth.put(`sess:${s.sid}`, JSON.stringify(next));
+    this.untrusted.delete(`sess:${s.sid}`);
+    this.stamp(`sess:${s.sid}`, this.clock.now());
     this.dropSession(s);
     this.addSession(next);
     return { ...(await this.accessToken(s.userId, s.sid)), refresh_token: refresh };
+  }
+
+  /** Remembers `key` as dated on an untrusted clock (when it is). */
+  private stamp(key: string, wall: number): void {
+    if (this.trust === undefined || this.trust.trusted()) return;
+    if (this.untrusted.size >= TOKEN_CACHE_MAX) {
+      const mono = this.clock.monotonic();
+      for (const [k, v] of this.untrusted) if (mono - v.mono > REFRESH_TTL_MS) this.untrusted.delete(k);
+    }
+    this.untrusted.set(key, { wall, mono: this.clock.monotonic() });
+  }
+
+  /** Now, in the clock `key` was dated on: the wall clock, or the untrusted one it was issued under. */
+  private frameNow(key: string | undefined): number {
+    const st = key === undefined ? undefined : this.untrusted.get(key);
+    return st === undefined ? this.clock.now() : st.wall + (this.clock.monotonic() - st.mono);
   }
 
   private async newSession(userId: string, clientId: string): Promise<TokenResponse> {
@@ -438,6 +546,7 @@ export class AuthService implements Part {
     const now = this.clock.now();
     const s: Session = { sid: randomUUID(), userId, clientId, refreshHash: sha256(refresh), prevRefreshHash: null, refreshExpires: now + REFRESH_TTL_MS, created: now };
     await this.store.auth.put(`sess:${s.sid}`, JSON.stringify(s));
+    this.stamp(`sess:${s.sid}`, now);
     this.addSession(s);
     return { ...(await this.accessToken(userId, s.sid)), refresh_token: refresh };
   }
@@ -445,11 +554,13 @@ export class AuthService implements Part {
   private async accessToken(userId: string, sid: string): Promise<Omit<TokenResponse, 'refresh_token'>> {
     const now = this.clock.now();
     const exp = now + ACCESS_TTL_MS;
+    const jti = randomUUID();
+    this.stamp(jti, now);
     const token = await new SignJWT({ sid })
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
       .setIssuer(ISSUER)
       .setSubject(userId)
-      .setJti(randomUUID())
+      .setJti(jti)
       .setIssuedAt(Math.floor(now / 1000))
       .setExpirationTime(Math.floor(exp / 1000))
       .sign(this.key);
@@ -484,6 +595,11 @@ export class AuthService implements Part {
     await batch.write();
   }
 
+  /** Ends a session (Haystack 4's `close`): its tokens stop working at once. */
+  async endSession(sid: string): Promise<void> {
+    await this.revokeSession(sid);
+  }
+
   /** Logout: the token's session (its access and refresh tokens) stops working. */
   async logout(accessToken: string): Promise<void> {
     const p = await this.authenticate(accessToken);
@@ -493,22 +609,28 @@ export class AuthService implements Part {
   // ---- requests -------------------------------------------------------------------------
 
   private async verify(token: string): Promise<CachedToken> {
-    const now = this.clock.now();
     const hit = this.tokenCache.get(token);
     if (hit !== undefined) {
-      if (hit.exp > now) return hit;
+      if (hit.exp > this.frameNow(hit.jti)) return hit;
       this.tokenCache.delete(token);
       throw unauthorized('the access token has expired; refresh it or log in again');
     }
     let payload;
     try {
+      // A token issued while the clock could not be trusted is judged in the clock it was issued under.
+      let now = this.clock.now();
+      if (this.untrusted.size > 0) {
+        const jti = decodeJwt(token).jti;
+        if (typeof jti === 'string') now = this.frameNow(jti);
+      }
       ({ payload } = await jwtVerify(token, this.key, { algorithms: ['HS256'], issuer: ISSUER, currentDate: new Date(now) }));
     } catch (e) {
       const code = (e as { code?: string }).code;
       throw unauthorized(code === 'ERR_JWT_EXPIRED' ? 'the access token has expired; refresh it or log in again' : 'invalid access token');
     }
     if (typeof payload.sub !== 'string' || typeof payload.sid !== 'string' || typeof payload.exp !== 'number') throw unauthorized('invalid access token');
-    const entry = { userId: payload.sub, sid: payload.sid, exp: payload.exp * 1000 };
+    const entry: CachedToken = { userId: payload.sub, sid: payload.sid, exp: payload.exp * 1000 };
+    if (typeof payload.jti === 'string' && this.untrusted.has(payload.jti)) entry.jti = payload.jti;
     if (this.tokenCache.size >= TOKEN_CACHE_MAX) this.tokenCache.clear();
     this.tokenCache.set(token, entry);
     return entry;
@@ -550,7 +672,7 @@ export class AuthService implements Part {
     const last = this.lastToken;
     const t = last !== undefined && last.token === token ? last.entry : this.tokenCache.get(token);
     if (t !== undefined && t !== last?.entry) this.lastToken = { token, entry: t };
-    if (t?.principal === undefined || t.gen !== this.gen || t.exp <= this.clock.now() || !this.sessions.has(t.sid)) return undefined;
+    if (t?.principal === undefined || t.gen !== this.gen || t.exp <= (t.jti === undefined ? this.clock.now() : this.frameNow(t.jti)) || !this.sessions.has(t.sid)) return undefined;
     return t.principal;
   }
 

@@ -32,6 +32,14 @@ export interface Config {
   readonly historyRollupRetentionDays: number;
   /** Bytes the store may take on disk: past it the oldest history goes first; 0: no bound. */
   readonly historyMaxBytes: number;
+  /**
+   * Ms between flushes of polled samples: they are written together, one synced batch per flush;
+   * what a power cut can lose of them. 0 writes each poll cycle's samples at once. hisWrite is
+   * always acknowledged only once on disk.
+   */
+  readonly historyFlushMs: number;
+  /** Samples the open tails of all points may hold in memory before the biggest are sealed early. */
+  readonly historyTailSamples: number;
   /** Address the HTTP server binds to. */
   readonly host: string;
   /** Plain HTTP port; 0 picks a free one (tests); null: no plain HTTP (`off`). */
@@ -65,6 +73,12 @@ export interface Config {
   /** The server's default zone, a Haystack zone name (`New_York`, `UTC`). */
   readonly tz: string;
   readonly logLevel: LogLevel;
+  /**
+   * How log lines look: `pretty` (time, level, message and fields on one line, for a person at a
+   * terminal), `json` (one JSON object a line, for journald and programs), or `auto`: pretty when
+   * standard output is a terminal, JSON otherwise.
+   */
+  readonly logFormat: 'auto' | 'pretty' | 'json';
   /** When true, error grids carry `errTrace` (a stack): never on a device on an open network. */
   readonly debug: boolean;
   /** Open watches one user may hold at once (watchSub past it is refused with HL_WATCH_LIMIT). */
@@ -181,6 +195,20 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
     default: () => 4096 * MIB,
     parse: (raw) => integer(raw, 0, 1024 * 1024 * MIB),
   },
+  // 5 s: 0.2 fsyncs a second for any number of points, and samples reach the flash in batches
+  // (docs/performance.md "Flash wear"); a power cut loses at most the last 5 s of polled samples.
+  historyFlushMs: {
+    env: 'HAYLOFT_HISTORY_FLUSH_MS',
+    default: () => 5000,
+    parse: (raw) => integer(raw, 0, 600_000),
+  },
+  // 1,000,000 samples: 16 MB at most in memory, whole chunks of 1,024 for up to about 1,000 points
+  // polled every second; with more points chunks get smaller rather than memory bigger.
+  historyTailSamples: {
+    env: 'HAYLOFT_HISTORY_TAIL_SAMPLES',
+    default: () => 1_000_000,
+    parse: (raw) => integer(raw, 1000, 100_000_000),
+  },
   host: {
     env: 'HAYLOFT_HOST',
     default: () => '0.0.0.0',
@@ -283,6 +311,14 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
     parse: (raw) => {
       const v = typeof raw === 'string' ? raw.trim().toLowerCase() : raw;
       return LOG_LEVELS.includes(v as LogLevel) ? { ok: v as LogLevel } : { expected: `one of ${LOG_LEVELS.join(', ')}` };
+    },
+  },
+  logFormat: {
+    env: 'HAYLOFT_LOG_FORMAT',
+    default: () => 'auto',
+    parse: (raw) => {
+      const v = typeof raw === 'string' ? raw.trim().toLowerCase() : raw;
+      return v === 'auto' || v === 'pretty' || v === 'json' ? { ok: v } : { expected: 'auto, pretty or json' };
     },
   },
   debug: {

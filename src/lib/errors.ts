@@ -97,6 +97,8 @@ export const ErrorCodes = {
   INVALID_TOKEN_REQUEST: 'HL_INVALID_TOKEN_REQUEST',
   /** Too many failed logins for this user or address: retry after the time given (429). */
   LOCKED_OUT: 'HL_LOCKED_OUT',
+  /** Haystack 4 SCRAM: the proof does not match (wrong password, unknown user, tampered message): 403. */
+  AUTH_FAILED: 'HL_AUTH_FAILED',
   /** A new password does not meet the password policy. */
   WEAK_PASSWORD: 'HL_WEAK_PASSWORD',
   /** The HTTP server cannot listen on its address (port in use, no permission, no such address). */

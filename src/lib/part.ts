@@ -23,6 +23,17 @@ export interface PartHealth {
   [detail: string]: unknown;
 }
 
+/**
+ * A figure a fleet's host sees of this gateway (the MQTT edge node's NBIRTH and NDATA: Sparkplug
+ * datatypes), by its metric name (`Folder/Name`).
+ */
+export interface NodeFigure {
+  type: 'String' | 'Int64' | 'Boolean' | 'Double' | 'DateTime';
+  value: string | number | boolean;
+}
+
+export type NodeFigures = Record<string, NodeFigure>;
+
 export interface Part {
   /** Names the part in logs, in /api/health and on the bus (`EventBus.describe`). */
   readonly name: string;
@@ -32,6 +43,12 @@ export interface Part {
   /** Registers the part's figures; called once, before start. */
   metrics?(metrics: Metrics): void;
   health?(): PartHealth | Promise<PartHealth>;
+  /**
+   * What a fleet's host should see of this part (App.nodeFigures gathers them for the MQTT edge
+   * node's NBIRTH and NDATA): the seam for parts to come (active alarms). Cheap: asked every
+   * few seconds while an edge node runs.
+   */
+  nodeFigures?(): NodeFigures;
 }
 
 /** Starts parts in order, stops the started ones in reverse (also when a later start fails). */

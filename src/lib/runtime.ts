@@ -1,17 +1,18 @@
 /**
- * The runtime settings `hayloft serve` needs from Node and the C library, applied by the program
- * itself however it was started (the installed command, `npx hayloft`, the systemd unit,
- * `node dist/cli.js` in a container), so every start runs the same daemon.
+ * The runtime settings `hayloft serve` needs from Node and the C library.
  *
  * Both kinds are read once at process start and cannot be changed later: V8 sizes the young
  * generation when it sets up the heap (`--max-semi-space-size`), and glibc reads its malloc
- * tunables when the process starts. So when one is missing, `serve` starts the process again with
- * them, before loading anything else:
- * - Node 22.15 and later: `process.execve`, which replaces the process (same pid, nothing left
- *   behind; what systemd and a supervisor see does not change);
- * - older Node (20, end of life): a child process with the settings, which this process waits
- *   for. It forwards the stopping signals, and the child ends itself at once (SIGKILL) when this
- *   launcher disappears without one (killed with -9), so the pair behaves as one process.
+ * tunables when the process starts. So they are given where every usual start already passes:
+ * the `hayloft` command (bin/hayloft, a small shell launcher that execs Node with them: the npm
+ * bin, `npm start`, scripts/install.sh's command and so the systemd unit). One process, the pid
+ * that was started.
+ *
+ * A start that bypasses the command (`node dist/cli.js serve` in a container) is caught here:
+ * on Node 22.15 and later `serve` replaces itself with a Node that has them (`process.execve`:
+ * same pid, nothing left behind, one more Node start-up); on older Node it runs without them and
+ * says so, rather than keeping a second Node process alive as a launcher (which cost a Pi more
+ * than the settings save: issue 33).
  *
  * Why these settings (figures in docs/performance.md):
  * - `--max-semi-space-size=4 --heap-growing-percent=30`: a 4 MiB young generation (not 3 x 16)
@@ -22,7 +23,6 @@
  *   thread's arena and stays resident for the life of the process (+16 MiB per pool thread).
  *   A fixed threshold keeps every block of 1 MiB or more in its own mapping, given back on free.
  */
-import { spawn } from 'node:child_process';
 
 /** The V8 flags of the daemon. */
 export const NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--heap-growing-percent=30'];
@@ -60,59 +60,32 @@ export function missingSettings(execArgv: readonly string[], env: Readonly<Recor
 }
 
 /**
- * Starts this process again with the missing runtime settings, when some are missing and it was
- * not restarted already. Returns false when this process is the one to run the program; true
- * when a child runs it (older Node: this process only waits for it and ends with its status).
+ * Replaces this process with one that has the missing runtime settings, when some are missing,
+ * it was not restarted already and Node can exec (22.15+). Returns when this process is the one
+ * to run the program: with the settings, or without them where they cannot be applied
+ * (`unappliedSettings` then says which, for the start-up log).
  */
-export function relaunchWithRuntimeSettings(): boolean {
-  if (process.env[RELAUNCHED_ENV] !== undefined) return false;
+export function relaunchWithRuntimeSettings(): void {
+  if (process.env[RELAUNCHED_ENV] !== undefined) return;
   const missing = missingSettings(process.execArgv, process.env);
-  if (missing.flags.length === 0 && missing.tunables === undefined) return false;
+  if (missing.flags.length === 0 && missing.tunables === undefined) return;
+  const execve = (process as { execve?: (file: string, args: string[], env: NodeJS.ProcessEnv) => never }).execve;
+  if (typeof execve !== 'function') return;
   const env: NodeJS.ProcessEnv = { ...process.env, [RELAUNCHED_ENV]: '1' };
   if (missing.tunables !== undefined) env.GLIBC_TUNABLES = missing.tunables;
   const args = [...process.execArgv, ...missing.flags, ...process.argv.slice(1)];
-  const execve = (process as { execve?: (file: string, args: string[], env: NodeJS.ProcessEnv) => never }).execve;
-  if (typeof execve === 'function') {
-    try {
-      execve.call(process, process.execPath, [process.execPath, ...args], env);
-    } catch (e) {
-      // Cannot exec (under qemu-user without binfmt, say): run as started rather than not at all.
-      process.stderr.write(`hayloft: cannot restart with the runtime settings (${(e as Error).message}); running without them\n`);
-      return false;
-    }
+  try {
+    execve.call(process, process.execPath, [process.execPath, ...args], env);
+  } catch (e) {
+    // Cannot exec (under qemu-user without binfmt, say): run as started rather than not at all.
+    process.stderr.write(`hayloft: cannot restart with the runtime settings (${(e as Error).message}); running without them\n`);
   }
-  const child = spawn(process.execPath, args, { env, stdio: ['inherit', 'inherit', 'inherit', 'ipc'] });
-  const forward = (signal: NodeJS.Signals): void => {
-    child.kill(signal);
-  };
-  for (const s of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(s, forward);
-  child.on('exit', (code, signal) => {
-    for (const s of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.off(s, forward);
-    if (signal !== null) process.kill(process.pid, signal);
-    else process.exit(code ?? 1);
-  });
-  // The channel stays open only to tell the child when this launcher is gone: it is not a reason
-  // for the launcher to stay alive on its own.
-  child.channel?.unref();
-  return true;
 }
 
-/**
- * In a child started by relaunchWithRuntimeSettings on older Node: when the launcher disappears
- * without forwarding a signal (SIGKILL), end at once too, as the single process would have.
- */
-export function followLauncher(): void {
-  if (process.env[RELAUNCHED_ENV] === undefined || process.channel === undefined) return;
-  process.on('disconnect', () => process.kill(process.pid, 'SIGKILL'));
-  process.channel.unref();
-}
-
-/**
- * The process a supervisor sees: the launcher when this one is its child (older Node), since
- * systemd started, signals and watches that one; otherwise this process.
- */
-export function mainPid(): number {
-  return process.env[RELAUNCHED_ENV] !== undefined && process.channel !== undefined ? process.ppid : process.pid;
+/** The runtime settings this process runs without (after relaunchWithRuntimeSettings), or undefined. */
+export function unappliedSettings(): Missing | undefined {
+  const missing = missingSettings(process.execArgv, process.env);
+  return missing.flags.length === 0 && missing.tunables === undefined ? undefined : missing;
 }
 
 /** The runtime settings in effect, for the start-up log line (the tests read it). */

@@ -250,7 +250,8 @@ export class HisCollector {
     }
     if (writes.length === 0) return;
     try {
-      await this.history.writeMany(writes);
+      // Written by the next flush (historyFlushMs): a poll cycle costs no fsync of its own.
+      await this.history.writeMany(writes, { flush: 'later' });
     } catch (err) {
       const code = isHayloftError(err) ? err.code : 'error';
       if (this.failing !== code) {

@@ -9,7 +9,7 @@
  *
  * The file (format 1) is gzip-compressed newline-delimited JSON:
  *
- *   {"format":"hayloft-backup","version":1,"storeFormat":1,"createdAt":"...","productVersion":"..."}
+ *   {"format":"hayloft-backup","version":1,"storeFormat":2,"createdAt":"...","productVersion":"..."}
  *   ["<key, base64>","<value, base64>"]          one line per LevelDB entry, in key order; keys
  *   ...                                          are raw, sublevel prefix included (`!rec!...`)
  *   {"end":true,"entries":N,"sha256":"<hex>"}    sha256 of every entry line, newline included

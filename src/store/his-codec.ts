@@ -64,7 +64,7 @@ if (new Uint8Array(new Uint16Array([1]).buffer)[0] !== 1) throw new Error('his-c
 const utf8Enc = new TextEncoder();
 const utf8Dec = new TextDecoder('utf-8', { fatal: true });
 
-function corrupt(what: string): HayloftError {
+export function corrupt(what: string): HayloftError {
   return new HayloftError(ErrorCodes.STORE_UNAVAILABLE, `a history chunk in the data folder is corrupt: ${what}`);
 }
 
@@ -72,7 +72,7 @@ function corrupt(what: string): HayloftError {
 // Bit and byte streams
 
 /** Appends bits MSB-first, then (after align()) whole bytes, into a growing buffer. */
-class Writer {
+export class Writer {
   buf: Uint8Array;
   pos = 0;
   private cur = 0; // pending bits, left-aligned in a 32-bit word
@@ -166,7 +166,7 @@ class Writer {
 }
 
 /** Reads what Writer wrote. Reads past the end yield zero bits; callers check counts. */
-class Reader {
+export class Reader {
   private readonly buf: Uint8Array;
   pos: number; // next byte to load
   private cur = 0;

@@ -9,6 +9,7 @@
  * health say a restart would help.
  */
 import type { Logger } from '../lib/log.js';
+import { readFileSync } from 'node:fs';
 import type { Metrics } from '../lib/metrics.js';
 import type { Part, PartHealth } from '../lib/part.js';
 import { storeSizeBytes } from './backup.js';
@@ -29,6 +30,16 @@ export interface StoreKeeperOptions {
   reload: () => Promise<void>;
   /** How often a failed store is looked at (ms); 2 s by default. */
   retryMs?: number;
+}
+
+/** /proc/self/io's write_bytes: what reached the block layer (0 where Linux's I/O accounting is missing). */
+function procWriteBytes(): number {
+  try {
+    const m = /^write_bytes:\s*(\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'));
+    return m === null ? 0 : Number(m[1]);
+  } catch {
+    return 0;
+  }
 }
 
 export class StoreKeeper implements Part {
@@ -62,6 +73,10 @@ export class StoreKeeper implements Part {
     m.gauge('hayloft_store_open', '1 while the store takes writes, 0 while a failed write has suspended them until it reopens', [], () => (store.state === 'open' ? 1 : 0));
     m.counter('hayloft_store_write_failures_total', 'Writes LevelDB failed (out of space, I/O errors) since start', () => store.writeFailures);
     m.counter('hayloft_store_reopens_total', 'Times the store reopened LevelDB after a failed write, since start', () => store.reopens);
+    // Flash wear: what reaches the card, and how much of it LevelDB's compactions rewrite.
+    m.counter('hayloft_store_compaction_write_bytes_total', 'Bytes LevelDB compactions wrote since the store was opened', () => store.compactionStats().writeBytes);
+    m.counter('hayloft_store_compaction_read_bytes_total', 'Bytes LevelDB compactions read since the store was opened', () => store.compactionStats().readBytes);
+    m.counter('hayloft_process_disk_write_bytes_total', 'Bytes this process sent to the block device since start (/proc/self/io write_bytes; 0 where not available)', () => procWriteBytes());
   }
 
   /** Room a reopen needs: LevelDB writes its memtable out, a new log and a new manifest. */

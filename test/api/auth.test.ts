@@ -767,3 +767,53 @@ t.test('a successful refresh clears the address failure count, as a successful l
   t.equal((await tokenRequest(r.base, { grant_type: 'refresh_token', refresh_token: 'stale-x' })).status, 400, 'one more bad refresh is judged, not locked out');
   t.equal((await r.login(ADMIN.username, ADMIN.password)).status, 200, 'the address is not locked: the failures were not consecutive');
 });
+
+/** A token request as the console's page sends it: no Authorization, `client_id` in the body, the page's Origin. */
+async function consoleToken(base: string, body: Record<string, string>, headers: Record<string, string> = { origin: base, 'sec-fetch-site': 'same-origin' }): Promise<TokenAnswer> {
+  const res = await fetch(`${base}/oauth2/token`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ client_id: 'hayloft-console', ...body }) });
+  const text = await res.text();
+  return { status: res.status, body: JSON.parse(text) as Record<string, unknown>, headers: res.headers };
+}
+
+t.test('the console: a public client from its own origin logs in with user and password alone', async (t) => {
+  const r = await startApp(t);
+  const secrets = new Set([ADMIN.password, CLIENT.secret]);
+  const a = await consoleToken(r.base, { grant_type: 'password', username: ADMIN.username, password: ADMIN.password });
+  t.equal(a.status, 200, `logged in without a client secret: ${JSON.stringify(a.body)}`);
+  secrets.add(a.body.access_token as string).add(a.body.refresh_token as string);
+  ok(t, await as(r, a.body.access_token as string).get('about'), 'its token works');
+
+  // Refresh rotates as for any client, and the console's refresh token is the console's alone.
+  const b = await consoleToken(r.base, { grant_type: 'refresh_token', refresh_token: a.body.refresh_token as string });
+  t.equal(b.status, 200, 'refresh from the page');
+  secrets.add(b.body.access_token as string).add(b.body.refresh_token as string);
+  oauthFailed(t, await tokenRequest(r.base, { grant_type: 'refresh_token', refresh_token: b.body.refresh_token }), 400, 'invalid_grant', undefined, "a confidential client with the console's refresh token");
+  const prog = await login(t, r, ADMIN.username, ADMIN.password, secrets);
+  oauthFailed(t, await consoleToken(r.base, { grant_type: 'refresh_token', refresh_token: prog.refresh }), 400, 'invalid_grant', undefined, "the console with a program's refresh token");
+
+  // Only from the console's own origin.
+  const login1 = { grant_type: 'password', username: ADMIN.username, password: ADMIN.password };
+  oauthFailed(t, await consoleToken(r.base, login1, {}), 401, 'invalid_client', /own page/, 'no Origin (a program)');
+  oauthFailed(t, await consoleToken(r.base, login1, { origin: 'http://evil.example' }), 401, 'invalid_client', /own page/, 'another site');
+  oauthFailed(t, await consoleToken(r.base, login1, { origin: r.base.replace('http:', 'https:') }), 401, 'invalid_client', /own page/, 'the same host on another scheme');
+  oauthFailed(t, await consoleToken(r.base, login1, { origin: r.base, 'sec-fetch-site': 'same-site' }), 401, 'invalid_client', /own page/, 'a sibling site the browser names');
+  oauthFailed(t, await consoleToken(r.base, { grant_type: 'refresh_token', refresh_token: b.body.refresh_token as string }, { origin: 'http://evil.example' }), 401, 'invalid_client', /own page/, 'refresh from another site');
+  ok(t, await as(r, b.body.access_token as string).get('about'), 'a refused refresh from elsewhere does not end the session');
+
+  // Other clients still need their secret; the console's id cannot be given one.
+  oauthFailed(t, await consoleToken(r.base, { ...login1, client_id: CLIENT.id }), 401, 'invalid_client', /secret/, 'a confidential client without its secret');
+  oauthFailed(t, await tokenRequest(r.base, login1, basic('hayloft-console', 'anything-at-all-123')), 401, 'invalid_client', /public/, 'the console client with a secret');
+  await t.rejects(r.app.auth.addClient('hayloft-console', 'a-secret-of-some-length'), { code: ErrorCodes.CONFLICT }, 'the console client id is reserved');
+
+  // Lockout applies to the console as to every client.
+  for (let i = 0; i < 5; i++) t.equal((await consoleToken(r.base, { ...login1, password: `wrong-${i}-password` })).status, 400, `wrong password ${i + 1}`);
+  const locked = await consoleToken(r.base, login1);
+  t.equal(locked.status, 429, 'the sixth try is locked out, even with the right password');
+  t.ok(locked.headers.get('retry-after'), 'with Retry-After');
+
+  // Logout revokes the console's session as any other.
+  const del = await fetch(`${r.base}/oauth2/token`, { method: 'DELETE', headers: bearer(b.body.access_token as string) });
+  t.equal(del.status, 204, 'logout');
+  failed(t, await as(r, b.body.access_token as string).get('about'), 401, ErrorCodes.UNAUTHORIZED, /revoked/, 'after logout');
+  noSecretsLogged(t, r, secrets);
+});

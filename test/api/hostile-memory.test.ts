@@ -1,6 +1,6 @@
 /**
  * Issue 18, "bounded memory under load": the daemon as its own process (`hayloft serve`, started
- * by its bin; on Node 20 the server is the relaunched child, whose pid it logs), 5,000 malformed
+ * by its bin, one process that logs its pid), 5,000 malformed
  * requests from an authenticated client in this process (the mix of test/helpers/malformed.ts:
  * deep nesting, 200 MB Content-Length, long strings and a 5 MB Ref, bad and long filters, ReDoS
  * patterns, truncated JSON and Zinc grids, bad values, long ranges; 4 in flight). The issue's

@@ -34,7 +34,7 @@ t.test('GET /api/health: no authentication, liveness and storage state', async (
   t.match(res.headers.get('content-type'), /^application\/json/);
   t.equal(res.headers.get('cache-control'), 'no-store');
   const body = (await res.json()) as Record<string, unknown>;
-  t.match(body, { ok: true, status: 'ok', uptimeSeconds: Number, storage: { status: 'open', formatVersion: 1, sizeBytes: Number } });
+  t.match(body, { ok: true, status: 'ok', uptimeSeconds: Number, storage: { status: 'open', formatVersion: 2, sizeBytes: Number } });
   t.ok((body.storage as { sizeBytes: number }).sizeBytes > 0, 'the store takes room on disk');
   t.notOk('version' in body || 'serverName' in body, 'nothing about the device beyond its state, for an unauthenticated caller');
   // `health` is a route, not an op: an op of that name would need authentication.
@@ -77,6 +77,12 @@ t.test('GET /metrics: authenticated, Prometheus text format, the figures that ma
   // hisWorld's points: none has a current value yet.
   t.equal(value(m.families, 'hayloft_points', { curStatus: 'none' }), 11, 'points by curStatus');
   t.ok((value(m.families, 'hayloft_store_size_bytes') ?? 0) > 0, 'LevelDB size on disk');
+  // Flash wear: synced batches, what reached the disk, compaction, the open tails.
+  t.ok((value(m.families, 'hayloft_history_syncs_total') ?? 0) >= 1, 'synced history batches (one fsync each)');
+  t.ok((value(m.families, 'hayloft_process_disk_write_bytes_total') ?? -1) >= 0, 'bytes written to the disk');
+  t.ok((value(m.families, 'hayloft_store_compaction_write_bytes_total') ?? -1) >= 0, 'bytes LevelDB compactions wrote');
+  t.equal(value(m.families, 'hayloft_history_tail_samples'), 5, 'the samples in open tails');
+  t.equal(value(m.families, 'hayloft_history_journal_entries'), 1, 'one journal entry holds them');
   t.equal(value(m.families, 'hayloft_info', { version: String((await (await fetch(`${r.base}/api/about`, { headers: r.auth })).json() as { rows: { productVersion: string }[] }).rows[0]?.productVersion).replace(/^s:/, '') }), 1);
   t.notOk(m.families.some((f) => f.name.startsWith('process_')), 'process metrics are for the daemon only');
   // The poller's figures are there from the start (no connector in this model).

@@ -176,3 +176,33 @@ t.test('permissions, policy filters, impersonation, password change', async (t) 
   t.same(h.auth.listUsers().map((u) => u.username).sort(), ['admin@x.io', 'support@x.io', 'viewer@x.io']);
   await h.close();
 });
+
+t.test('tokens issued while the clock cannot be trusted survive the step that sets it, and still expire', async (t) => {
+  const dir = tempDir(t);
+  // A Pi booting without its clock: 1970 until NTP steps it to today.
+  const clock = new ManualClock(3_600_000);
+  let trusted = false;
+  const store = await Store.open(dir);
+  const model = await Model.load({ records: new RecordStore(store), clock });
+  const auth = await AuthService.open({ store, model, clock, log: silentLogger(), dataDir: dir, trust: { trusted: () => trusted } });
+  t.teardown(async () => {
+    auth.stop();
+    await store.close();
+  });
+  await auth.bootstrap({ adminUser: 'admin@example.com', adminPassword: 'correct horse', clientId: 'c1', clientSecret: client.secret });
+  const tok = await auth.passwordGrant(client, 'admin@example.com', 'correct horse', '10.0.0.1');
+  t.equal((await auth.authenticate(tok.access_token)).username, 'admin@example.com');
+  // NTP steps the clock 56 years forward; a minute passes.
+  clock.stepWall(T0);
+  trusted = true;
+  clock.advance(60_000);
+  t.equal((await auth.authenticate(tok.access_token)).username, 'admin@example.com', 'the access token still works after the step');
+  t.ok(auth.cachedPrincipal(tok.access_token) !== undefined, 'and from the cache');
+  const next = await auth.refreshGrant(client, tok.refresh_token, '10.0.0.1');
+  t.equal((await auth.authenticate(next.access_token)).username, 'admin@example.com', 'its refresh token works too');
+  // Its lifetime is counted on the monotonic clock from its issue: it does not last for years.
+  clock.advance(ACCESS_TTL_MS);
+  await t.rejects(auth.authenticate(tok.access_token), { code: 'HL_UNAUTHORIZED' }, 'the old access token expires one lifetime after its issue');
+  t.equal(auth.cachedPrincipal(tok.access_token), undefined);
+  t.equal((await auth.authenticate((await auth.refreshGrant(client, next.refresh_token, '10.0.0.1')).access_token)).username, 'admin@example.com', 'a token issued once trusted is dated on the wall clock');
+});

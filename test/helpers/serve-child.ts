@@ -14,7 +14,9 @@ export interface Child {
   proc: ChildProcessByStdio<null, Readable, Readable>;
   base: string;
   port: number;
-  /** The server's own pid (its "Hayloft is serving" line): on Node 20 a child of `proc`, which relaunches itself. */
+  /** The HTTPS address (self-signed certificate) when HTTPS serves. */
+  httpsBase: string | undefined;
+  /** The server's own pid (its "Hayloft is serving" line): the pid of `proc` (one process, started with tsx here). */
   pid: number;
   auth: Record<string, string>;
   /** Resolves with the signal (or exit code) once the process has ended. */
@@ -60,7 +62,7 @@ export async function serveChild(t: Test, dir: string, env: Record<string, strin
   let out = '';
   let err = '';
   proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
-  const { port, pid } = await new Promise<{ port: number; pid: number }>((resolve, reject) => {
+  const { port, pid, httpsPort } = await new Promise<{ port: number; pid: number; httpsPort: number | undefined }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`hayloft did not start: ${out}${err}`)), 60_000);
     void exited.then((how) => reject(new Error(`hayloft exited (${String(how)}) before serving: ${out}${err}`)));
     proc.stdout.on('data', (d: Buffer) => {
@@ -68,10 +70,10 @@ export async function serveChild(t: Test, dir: string, env: Record<string, strin
       for (const line of out.split('\n')) {
         if (!line.startsWith('{')) continue;
         try {
-          const j = JSON.parse(line) as { msg?: string; port?: number; pid?: number };
+          const j = JSON.parse(line) as { msg?: string; port?: number; pid?: number; httpsPort?: number };
           if (j.msg === 'Hayloft is serving' && typeof j.port === 'number') {
             clearTimeout(timer);
-            resolve({ port: j.port, pid: j.pid ?? (proc.pid as number) });
+            resolve({ port: j.port, pid: j.pid ?? (proc.pid as number), httpsPort: typeof j.httpsPort === 'number' && j.httpsPort > 0 ? j.httpsPort : undefined });
           }
         } catch {
           // a partial line: wait for the rest
@@ -84,5 +86,5 @@ export async function serveChild(t: Test, dir: string, env: Record<string, strin
   const base = `http://127.0.0.1:${port}`;
   const a = await tokenRequest(base, { grant_type: 'password', username: ADMIN.username, password: ADMIN.password });
   if (a.status !== 200) throw new Error(`login: ${a.status} ${JSON.stringify(a.body)}`);
-  return { proc, base, port, pid, auth: { authorization: `Bearer ${a.body.access_token as string}` }, exited };
+  return { proc, base, port, pid, httpsBase: httpsPort === undefined ? undefined : `https://127.0.0.1:${httpsPort}`, auth: { authorization: `Bearer ${a.body.access_token as string}` }, exited };
 }

@@ -10,11 +10,13 @@ import { tempDir } from '../helpers/tmp.js';
 
 const REPO = new URL('../..', import.meta.url).pathname;
 const INSTALL = path.join(REPO, 'scripts/install.sh');
-const PKG = JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+const PKG = JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string>; bin: Record<string, string> };
 
-t.test('no place but the program names the daemon\'s Node flags (it applies them itself)', async (t) => {
-  t.notMatch(PKG.scripts.start, /--max-semi-space-size|--heap-growing-percent/, 'npm start passes none');
-  t.notMatch(readFileSync(INSTALL, 'utf8'), /--max-semi-space-size|nodeFlags/, 'install.sh passes none');
+t.test('the daemon\'s Node flags are given by its command alone (bin/hayloft; test/lib/runtime.test.ts checks it against src/lib/runtime.ts)', async (t) => {
+  t.match(PKG.scripts.start, /bin\/hayloft serve --demo/, 'npm start runs the command');
+  t.equal(PKG.bin.hayloft, 'bin/hayloft', 'the npm bin is the command');
+  t.notMatch(PKG.scripts.start, /--max-semi-space-size|--heap-growing-percent/, 'npm start passes none of its own');
+  t.notMatch(readFileSync(INSTALL, 'utf8'), /--max-semi-space-size|nodeFlags/, 'install.sh passes none of its own');
   t.match(readFileSync(path.join(REPO, 'scripts/bench.mjs'), 'utf8'), /NODE_FLAGS/, 'benchmarks take them from src/lib/runtime.ts');
 });
 
@@ -25,6 +27,7 @@ function release(dir: string, version: string): string {
   const pkg = JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as Record<string, unknown>;
   writeFileSync(path.join(rel, 'package.json'), JSON.stringify({ ...pkg, version }, null, 2));
   cpSync(path.join(REPO, 'systemd'), path.join(rel, 'systemd'), { recursive: true });
+  cpSync(path.join(REPO, 'bin'), path.join(rel, 'bin'), { recursive: true });
   writeFileSync(path.join(rel, 'dist/cli.js'), `console.log('hayloft ${version} stub', process.argv.slice(2).join(' '));\n`);
   return rel;
 }
@@ -47,11 +50,8 @@ t.test('install.sh into a temporary root, then an upgrade', async (t) => {
   t.ok(existsSync(path.join(prefix, 'releases/1.2.3/dist/cli.js')));
   t.ok(existsSync(path.join(prefix, 'releases/1.2.3/systemd/hayloft.service')));
   const bin = readFileSync(path.join(prefix, 'bin/hayloft'), 'utf8');
-  t.match(
-    bin,
-    `exec "${process.execPath}" "/opt/hayloft/current/dist/cli.js" "$@"`,
-    'the command runs the current release with the chosen node',
-  );
+  t.match(bin, `HAYLOFT_NODE="${process.execPath}"`, 'the command runs the chosen node');
+  t.match(bin, `exec "/opt/hayloft/current/bin/hayloft" "$@"`, "through the current release's own command");
   t.equal(statSync(path.join(prefix, 'bin/hayloft')).mode & 0o777, 0o755);
   t.equal(readlinkSync(path.join(root, 'usr/local/bin/hayloft')), '/opt/hayloft/bin/hayloft');
   // The wrapper's paths are the device's; run it with the temp root's release to see it works.

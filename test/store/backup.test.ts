@@ -10,7 +10,7 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import t from 'tap';
 import { ErrorCodes, HayloftError } from '../../src/lib/errors.js';
 import { backupLines, backupStream, readBackup, restoreBackup } from '../../src/store/backup.js';
-import { Store } from '../../src/store/db.js';
+import { FORMAT_VERSION, Store } from '../../src/store/db.js';
 import { HistoryStore } from '../../src/store/history.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -78,14 +78,14 @@ t.test('a backup while history batches commit holds each batch whole', async (t)
   const target = path.join(tempDir(t), 'restored');
   const summary = await restoreBackup(target, createReadStream(file));
   t.equal(summary.header.productVersion, '9.9.9');
-  t.equal(summary.header.storeFormat, 1);
+  t.equal(summary.header.storeFormat, FORMAT_VERSION);
   t.same(readdirSync(target), ['db'], 'only the database: no signing key, no staging folder');
 
   const back = await Store.open(target);
   t.teardown(() => back.close());
   t.equal(await back.rec.get('r1'), 'record one', 'records');
   t.equal(await back.auth.get('u1'), 'secret hash', 'auth');
-  t.equal(await back.formatVersion(), 1, 'meta');
+  t.equal(await back.formatVersion(), FORMAT_VERSION, 'meta');
   const h = new HistoryStore(back, { chunkSize: 64 });
   await h.start();
   const a = h.stats('a').size;
@@ -119,7 +119,7 @@ t.test('restore refuses what is not a complete, intact backup, and leaves the fo
     ['an entry dropped', gzipSync([...lines.slice(0, 5), ...lines.slice(6)].join('\n') + '\n'), /says it holds 51 entries but has 50/],
     ['a damaged line', gzipSync(text.replace(lines[7] as string, '["abc"')), /line 8 is not an entry/],
     ['data after the end', gzipSync(text + lines[3] + '\n'), /data after the end/],
-    ['a newer store format', gzipSync(text.replace('"storeFormat":1', '"storeFormat":99')), /newer Hayloft/],
+    ['a newer store format', gzipSync(text.replace(`"storeFormat":${FORMAT_VERSION}`, '"storeFormat":99')), /newer Hayloft/],
     ['another backup format', gzipSync(text.replace('"version":1', '"version":2')), /format 2; this Hayloft reads format 1/],
   ];
   for (const [name, bytes, message] of cases) {

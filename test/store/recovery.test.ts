@@ -10,7 +10,7 @@ import { ClassicLevel } from 'classic-level';
 import t, { type Test } from 'tap';
 import { isHayloftError } from '../../src/lib/errors.js';
 import { silentLogger } from '../../src/lib/log.js';
-import { Store } from '../../src/store/db.js';
+import { FORMAT_VERSION, Store } from '../../src/store/db.js';
 import { HistoryStore } from '../../src/store/history.js';
 import { StoreKeeper } from '../../src/store/recovery.js';
 import { DiskSpace, type SpaceReading } from '../../src/store/space.js';
@@ -59,7 +59,7 @@ t.test('a failed write suspends all writes; the next check reopens, nothing ackn
   t.equal(await store.rec.get('x'), 'y', 'writes go on');
   await history.write('p', 'Number', [{ ts: 2000, val: 2 }]);
   t.same(history.stats('p'), { kind: 'Number', size: 2, start: 1000, end: 2000 }, 'history metadata follows the disk');
-  t.match(await keeper.health(), { ok: true, status: 'open', formatVersion: 1 });
+  t.match(await keeper.health(), { ok: true, status: 'open', formatVersion: FORMAT_VERSION });
 });
 
 t.test('after a reopen history reads its metadata again from the disk', async (t) => {

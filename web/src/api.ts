@@ -4,8 +4,9 @@
  * kept in their encoded form (`n:21.5 °C`) and read with the helpers of cells.ts.
  *
  * Tokens live in sessionStorage (gone when the tab closes, never in a URL) and are refreshed five
- * minutes before they expire. The OAuth2 client id and secret are needed for both grants; the
- * login form can remember them in localStorage so a technician types the secret once per device.
+ * minutes before they expire. The console is the gateway's public OAuth2 client `hayloft-console`:
+ * it has no secret (a secret in a page is no secret), names itself with `client_id`, and the server
+ * accepts it only from this page's own origin (docs/security.md "The console's login").
  */
 
 export { type Cell, type Grid, type Row, grid, num, refDis, refId, show, str, time } from './cells.js';
@@ -45,13 +46,12 @@ interface Tokens {
   refresh: string;
   /** Epoch ms (the server's expires_in is an instant, docs/spec/wire-notes.md §3). */
   expires: number;
-  clientId: string;
-  clientSecret: string;
   username: string;
 }
 
 const KEY = 'hayloft.session';
-const CLIENT_KEY = 'hayloft.client';
+/** The console's public client (src/auth/auth.ts CONSOLE_CLIENT). */
+const CONSOLE_CLIENT = 'hayloft-console';
 const REFRESH_EARLY_MS = 5 * 60_000;
 
 async function errorOf(res: Response): Promise<ApiError> {
@@ -97,28 +97,18 @@ export class Session {
     return this.tokens?.access ?? '';
   }
 
-  /** The client id and secret remembered on this browser, if any. */
-  static rememberedClient(): { clientId: string; clientSecret: string } | undefined {
-    try {
-      const raw = localStorage.getItem(CLIENT_KEY);
-      return raw === null ? undefined : (JSON.parse(raw) as { clientId: string; clientSecret: string });
-    } catch {
-      return undefined;
-    }
+  async login(username: string, password: string): Promise<void> {
+    const t = await this.grant({ grant_type: 'password', username, password });
+    this.save({ ...t, username });
+    // What consoles before 0.2 kept: a client secret has no business in a browser.
+    localStorage.removeItem('hayloft.client');
   }
 
-  async login(clientId: string, clientSecret: string, username: string, password: string, remember: boolean): Promise<void> {
-    const t = await this.grant(clientId, clientSecret, { grant_type: 'password', username, password });
-    this.save({ ...t, clientId, clientSecret, username });
-    if (remember) localStorage.setItem(CLIENT_KEY, JSON.stringify({ clientId, clientSecret }));
-    else localStorage.removeItem(CLIENT_KEY);
-  }
-
-  private async grant(clientId: string, clientSecret: string, body: Record<string, string>): Promise<{ access: string; refresh: string; expires: number }> {
+  private async grant(body: Record<string, string>): Promise<{ access: string; refresh: string; expires: number }> {
     const res = await fetch('/oauth2/token', {
       method: 'POST',
-      headers: { Authorization: `Basic ${btoa(`${clientId}:${clientSecret}`)}`, 'Content-Type': 'application/json', Accept: 'application/json' },
-      body: JSON.stringify(body),
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+      body: JSON.stringify({ ...body, client_id: CONSOLE_CLIENT }),
     });
     if (!res.ok) throw await errorOf(res);
     const j = (await res.json()) as { access_token: string; refresh_token: string; expires_in: number };
@@ -145,7 +135,7 @@ export class Session {
     const t = this.tokens;
     if (t === undefined) return;
     try {
-      const n = await this.grant(t.clientId, t.clientSecret, { grant_type: 'refresh_token', refresh_token: t.refresh });
+      const n = await this.grant({ grant_type: 'refresh_token', refresh_token: t.refresh });
       this.save({ ...t, ...n });
     } catch {
       this.end();

@@ -4,7 +4,7 @@ import { pipeline } from 'node:stream/promises';
 import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import type { RouteGroup } from '../routes.js';
 
-export function backupRoutes(backup: (() => Readable) | undefined): RouteGroup {
+export function backupRoutes(backup: (() => Promise<Readable>) | undefined): RouteGroup {
   return {
     routes(kit) {
       const { route, respond, log } = kit;
@@ -21,7 +21,7 @@ export function backupRoutes(backup: (() => Readable) | undefined): RouteGroup {
             const p = gate.principal;
             // Always logged: who copied the whole store, users and password hashes included.
             log.info({ reqId: x.id, user: p.username, ...(p.impersonatedBy === undefined ? {} : { impersonatedBy: p.impersonatedBy }) }, 'backup requested');
-            const stream = backup();
+            const stream = await backup();
             const stamp = new Date().toISOString().replace(/[:.]/g, '-');
             const headers: Record<string, string> = {
               'Content-Type': 'application/gzip',

@@ -17,7 +17,7 @@ import { bodyText, bufferedBody, checkLength, hasBody, readBody, wholeBodyLength
 import type { Codec } from '../codecs.js';
 import type { ExchangeRequest, Responder } from '../exchange.js';
 import { GridCache } from '../grid-cache.js';
-import { type NegotiationCache, requestCodec, responseCodec } from '../negotiate.js';
+import { type Formats, type NegotiationCache, WIDESKY_FORMATS, requestCodec, responseCodec } from '../negotiate.js';
 import type { HttpMethod, Op, OpContext } from '../op.js';
 import { withOpList } from '../ops/ops.js';
 import { queryGrid } from '../query.js';
@@ -35,7 +35,22 @@ export interface OpRoutes extends RouteGroup {
   direct(req: IncomingMessage, res: ServerResponse): boolean;
 }
 
-export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
+/** What sets one op API apart from another: the WideSky one at /api/ (the defaults), Haystack 4's at /haystack/. */
+export interface OpRoutesOptions {
+  /** The URL prefix of the ops, with both slashes: `/api/` by default. */
+  prefix?: string;
+  /** The formats answered and read: WideSky's by default (negotiate.ts). */
+  formats?: Formats;
+  /**
+   * The caller's gate, in place of the kit's (bearer token): at once, or a promise; null when the
+   * hook answered the request itself (a step of a login handshake). Refusals are thrown.
+   */
+  gate?: (req: IncomingMessage, res: ServerResponse) => Gate | Promise<Gate | null> | null;
+}
+
+export function opRoutes(ops: readonly Op[], baseCtx: OpContext, opts: OpRoutesOptions = {}): OpRoutes {
+  const prefix = opts.prefix ?? '/api/';
+  const formats = opts.formats ?? WIDESKY_FORMATS;
   const byName = new Map<string, Op>();
   for (const op of ops) {
     if (byName.has(op.name)) throw new HayloftError(ErrorCodes.INTERNAL, `two ops are named "${op.name}"`);
@@ -64,7 +79,7 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
   /** The request grid of a POST's body: at once when the body has arrived whole, else read first. */
   function bodyGrid(req: IncomingMessage, op: Op): HGrid | Promise<HGrid> {
     // Check the type before reading: no point receiving a body that cannot be decoded.
-    const codec = requestCodec(req.headers['content-type']);
+    const codec = requestCodec(req.headers['content-type'], formats);
     if (!hasBody(req)) return HGrid.empty();
     const { limits, budget } = kit as RouteKit;
     const large = op.largeBody === true;
@@ -87,30 +102,39 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
   function handleOp(req: IncomingMessage, res: ServerResponse, name: string, search: string): void {
     const x = respond.exchangeOf(req);
     x.op = 'unknown';
+    // Another API's errors before negotiation (an unknown op) come in its format, not WideSky's JSON.
+    if (opts.formats !== undefined) {
+      try {
+        x.codec = responseCodec(req.headers.accept, negotiated, formats);
+      } catch {
+        x.codec = formats.fallback;
+      }
+    }
     try {
       const op = byName.get(name);
       if (op !== undefined) x.op = op.name;
       if (op === undefined) {
-        throw new HayloftError(ErrorCodes.UNKNOWN_OP, `there is no op ${quoteInput(name)}: GET /api/ops lists them`);
+        throw new HayloftError(ErrorCodes.UNKNOWN_OP, `there is no op ${quoteInput(name)}: GET ${prefix}ops lists them`);
       }
       const method = (req.method === 'HEAD' ? 'GET' : req.method) as HttpMethod;
       if (!op.methods.includes(method)) {
         res.setHeader('Allow', allowOf(op));
         throw new HayloftError(ErrorCodes.METHOD_NOT_ALLOWED, `${op.name} does not accept ${req.method}: use ${op.methods.join(' or ')}`);
       }
-      x.codec = responseCodec(req.headers.accept, negotiated);
+      x.codec = responseCodec(req.headers.accept, negotiated, formats);
       // 413 from Content-Length at once, before the token is checked or a byte of body read.
       if (method === 'POST') {
         const limits = (kit as RouteKit).limits;
         if (op.largeBody === true) checkLength(req, limits.maxBodyBytes, 'maxBodyBytes');
         else checkLength(req, limits.maxRequestBodyBytes, 'maxRequestBodyBytes');
       }
-      const gate = (kit as RouteKit).gate(req);
+      const gate = opts.gate === undefined ? (kit as RouteKit).gate(req) : opts.gate(req, res);
+      if (gate === null) return;
       if (method === 'POST' && !(gate instanceof Promise) && wholeBodyLength(req) !== undefined) {
         // A small body from a known caller (most POSTs): taken whole as it is parsed, and the op
         // run then, without a promise (exchange.ts). Permission and type first, as below.
         permit(op, gate);
-        const codec = requestCodec(req.headers['content-type']);
+        const codec = requestCodec(req.headers['content-type'], formats);
         if ((req as ExchangeRequest).takeBody((bytes) => afterBody(req, res, op, gate, codec, bytes))) return;
       }
       if (gate instanceof Promise || method !== 'GET') {
@@ -141,12 +165,13 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
     op: Op,
     method: HttpMethod,
     search: string,
-    pending: Gate | Promise<Gate>,
+    pending: Gate | Promise<Gate | null>,
   ): Promise<void> {
     try {
       // One wait even for a known token: by then Node's parser has buffered a body that came in
       // the packet of its headers, and bodyGrid takes it without another.
       const gate = await pending;
+      if (gate === null) return;
       // Before reading a body: no point receiving what the caller may not send.
       permit(op, gate);
       let grid = method === 'GET' ? grids.grid(QUERY, search, queryGridOfSearch) : bodyGrid(req, op);
@@ -185,16 +210,17 @@ export function opRoutes(ops: readonly Op[], baseCtx: OpContext): OpRoutes {
     routes(k) {
       kit = k;
       respond = k.respond;
-      k.route('ALL', '/api/:op', (req, res) => {
+      k.route('ALL', `${prefix}:op`, (req, res) => {
         const r = req as IncomingMessage & { params?: Record<string, string>; search?: string | null };
         handleOp(req, res, r.params?.op ?? '', r.search ?? '');
       });
     },
     direct(req, res) {
       const url = req.url ?? '';
-      if (!url.startsWith('/api/')) return false;
-      const q = url.indexOf('?', 5);
-      const name = q < 0 ? url.slice(5) : url.slice(5, q);
+      if (!url.startsWith(prefix)) return false;
+      const n = prefix.length;
+      const q = url.indexOf('?', n);
+      const name = q < 0 ? url.slice(n) : url.slice(n, q);
       if (!byName.has(name)) return false;
       const search = q < 0 ? '' : url.slice(q);
       if (search.includes('#')) return false;

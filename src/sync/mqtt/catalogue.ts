@@ -20,8 +20,15 @@ export interface MetricDef {
   unit: string | null;
   dis: string | null;
   writable: boolean;
-  /** Samples come from the history store (store and forward); else curVal changes are reported. */
+  /** Samples come from the history store (store and forward). */
   his: boolean;
+  /**
+   * Live data is the point's curVal as it changes (report by exception): points without `his`,
+   * and points a driver feeds (their history is sampled from curVal, so the live stream carries
+   * curVal and history fills outages). Points with `his` and no driver (fed by hisWrite) publish
+   * their samples as written instead.
+   */
+  live: boolean;
   device: string;
 }
 
@@ -45,7 +52,7 @@ function label(rec: HDict | undefined, id: string): string {
 }
 
 /** Builds the catalogue; `aliases` (point id -> alias) is kept and extended across builds. */
-export function buildCatalogue(opts: { model: Model; filter: string; deviceBy: DeviceBy; edgeNodeId: string; aliases: Map<string, number> }): Catalogue {
+export function buildCatalogue(opts: { model: Model; filter: string; deviceBy: DeviceBy; edgeNodeId: string; aliases: Map<string, number>; fedByDriver?: (rec: HDict) => boolean }): Catalogue {
   const { model, aliases } = opts;
   const devices = new Map<string, Device>();
   const byPoint = new Map<string, MetricDef>();
@@ -96,6 +103,7 @@ export function buildCatalogue(opts: { model: Model; filter: string; deviceBy: D
       dis: typeof dis === 'string' ? dis : null,
       writable: rec.has('writable'),
       his: rec.has('his'),
+      live: !rec.has('his') || opts.fedByDriver?.(rec) === true,
       device,
     };
     d.metrics.push(m);

@@ -8,15 +8,20 @@
  * `seq` runs 0-255 over NBIRTH, DBIRTH, DDATA and DDEATH of the session (NBIRTH is 0), and
  * restarts at 0 with each NBIRTH (a Rebirth asked by NCMD included).
  *
- * What goes out:
- * - Points with `his`: their history samples. A cursor per point (the newest sample the broker
- *   acknowledged, in the `sync` sublevel like the REST uplink's) says what has gone; samples
- *   after it are published oldest first. Those already in the store when the session's births
- *   went out are sent with `is_historical` (the backlog of an outage or a restart), the newer
- *   ones as live data. A point seen for the first time starts at its newest sample: older
- *   history is not replayed to a broker.
- * - Points without `his`: curVal changes (beyond the deadband for Numbers), at most once per
- *   publish interval; nothing to replay after an outage (the DBIRTH carries their value).
+ * What goes out (report by exception, as Sparkplug hosts read it):
+ * - Live data: every point fed by a driver, and every point without `his`, reports its curVal as
+ *   it changes (beyond the deadband for Numbers), at most once per publish interval, heard from
+ *   the model's `live.changed`: whatever its history settings (a point collected every 15 minutes
+ *   still reports each change of its polled value).
+ * - Store and forward: points with `his` have a cursor per point (the newest sample the broker
+ *   acknowledged, in the `sync` sublevel like the REST uplink's); samples after it are read
+ *   oldest first. Those already in the store when the device's birth went out (the backlog of an
+ *   outage or a restart) are sent with `is_historical`, each once. The newer ones, stored while
+ *   the device is born: for a driver-fed point they are samples of the curVal the live stream
+ *   carries, so they are not sent again (the cursor moves past them: "covered"); for a point fed
+ *   by hisWrite (no driver, so no live value of its own) they are its live data, each with its
+ *   own timestamp. A point seen for the first time starts at its newest sample: older history is
+ *   not replayed to a broker.
  * - Quality (the `Quality` property, see sparkplug.ts) in every DBIRTH, and in DDATA when a
  *   point's status changes. A device whose points are all `down` publishes DDEATH and is born
  *   again when one answers.
@@ -41,13 +46,13 @@
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import { readFileSync } from 'node:fs';
 import type { MqttConfig } from '../../config/mqtt.js';
-import { HNumber, type HVal } from '../../haystack/values.js';
+import { type HDict, HNumber, type HVal } from '../../haystack/values.js';
 import type { Clock } from '../../lib/clock.js';
 import type { DatingTrust } from '../../lib/clock-trust.js';
 import { ErrorCodes } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { Metrics } from '../../lib/metrics.js';
-import type { Part } from '../../lib/part.js';
+import type { NodeFigures, Part } from '../../lib/part.js';
 import type { Model } from '../../model/model.js';
 import type { Store } from '../../store/db.js';
 import type { HisKind, HistoryStore } from '../../store/history.js';
@@ -55,7 +60,7 @@ import type { Run } from '../his-batch.js';
 import { Outbox, type Sent } from '../outbox.js';
 import type { SyncState } from '../state.js';
 import { type Catalogue, type Device, type MetricDef, buildCatalogue } from './catalogue.js';
-import { BD_SEQ, QUALITY, REBIRTH, type UMetric, type UPayload, decode, encode, num, qualityOf, stateTopic, topic } from './sparkplug.js';
+import { BD_SEQ, QUALITY, REBIRTH, REBOOT, type UMetric, type UPayload, decode, encode, num, qualityOf, stateTopic, topic } from './sparkplug.js';
 
 /** A write asked by a host application (DCMD), for pointWrite. */
 export interface CommandWrite {
@@ -82,6 +87,15 @@ export interface EdgeNodeOptions {
   random?: () => number;
   /** Whether the wall clock may date what is published (lib/clock-trust.ts); absent: always. */
   trust?: DatingTrust;
+  /** Whether a driver feeds a point (PointState.fedByDriver): its live data is then its curVal. */
+  fedByDriver?: (rec: HDict) => boolean;
+  /** The gateway's figures for the fleet's host (App.nodeFigures): in NBIRTH, and NDATA as they change. */
+  figures?: () => Promise<NodeFigures>;
+  /**
+   * Restarts the daemon for `Node Control/Reboot`, checked against the permissions of `user` (the
+   * configured writeAs); rejects when refused.
+   */
+  reboot?: (r: { user: string; who: string }) => Promise<void>;
 }
 
 export type EdgeNodePhase = 'starting' | 'connecting' | 'waiting-host' | 'online' | 'offline' | 'stopped';
@@ -101,6 +115,8 @@ export interface EdgeNodeStats {
   backlogSamples: number;
   liveSamples: number;
   historicalSamples: number;
+  /** History samples of driver-fed points stored while born: their values went live, not again. */
+  coveredSamples: number;
   messages: number;
   connects: number;
   failures: number;
@@ -141,6 +157,8 @@ const CURSOR_FLUSH_MS = 2000;
 const READ_MAX = 10_000;
 /** Historical samples sent per pass before live data gets its turn. */
 const PASS_BUDGET_BATCHES = 16;
+/** How often the node figures are gathered again (NDATA when one changed). */
+const FIGURES_MS = 5000;
 
 function plain(v: HVal | undefined): number | boolean | string | null {
   if (v instanceof HNumber) return v.val;
@@ -161,8 +179,11 @@ export class EdgeNode implements Part {
   /** Per point: samples at or before this instant are historical in this session. */
   private readonly boundary = new Map<string, number>();
   private readonly reported = new Map<string, Reported>();
-  /** Points whose curVal or curStatus changed since the last pass. */
-  private readonly dirty = new Set<string>();
+  /**
+   * Points whose curVal or curStatus changed since the last pass, with the monotonic time of the
+   * latest change: a report is dated when the reading came, not when the pass ran.
+   */
+  private readonly dirty = new Map<string, number>();
   private session: Session | null = null;
   private phase: EdgeNodePhase = 'starting';
   private bdSeq = 0;
@@ -173,12 +194,15 @@ export class EdgeNode implements Part {
   private hostOnlineAt = -Infinity;
   private stopping = false;
   private started = false;
-  private counters = { liveSamples: 0, historicalSamples: 0, messages: 0, connects: 0, failures: 0, commandsRefused: 0 };
+  private counters = { liveSamples: 0, historicalSamples: 0, coveredSamples: 0, messages: 0, connects: 0, failures: 0, commandsRefused: 0 };
   private lastError: string | null = null;
   /** Monotonic time of the last cursor flush (a wall-clock step must not hold flushes back). */
   private flushedAt = -Infinity;
   /** When the last pass began: passes run at the interval, not the interval after each other. */
   private passAt = 0;
+  /** The node figures as last published (NBIRTH or NDATA), and when they were last gathered. */
+  private figuresSent: NodeFigures = {};
+  private figuresAt = -Infinity;
 
   constructor(opts: EdgeNodeOptions) {
     this.o = opts;
@@ -207,7 +231,7 @@ export class EdgeNode implements Part {
     const b = Number(await this.o.store.sync.get(this.bdSeqKey));
     this.bdSeq = Number.isInteger(b) ? b : -1;
     this.o.model.events.on('live.changed', this, (id, changed) => {
-      if (this.cat.byPoint.has(id) && (changed.includes('curVal') || changed.includes('curStatus'))) this.dirty.add(id);
+      if (this.cat.byPoint.has(id) && (changed.includes('curVal') || changed.includes('curStatus'))) this.dirty.set(id, this.o.clock.monotonic());
     });
     this.o.log.info({ connector: this.cfg.name, url: this.cfg.url, groupId: this.cfg.groupId, edgeNodeId: this.cfg.edgeNodeId, filter: this.cfg.filter }, 'mqtt: edge node starting');
     this.connect();
@@ -341,7 +365,8 @@ export class EdgeNode implements Part {
           if (m.name === REBIRTH && m.value === true) {
             this.o.log.info({ connector: c.name }, 'mqtt: rebirth asked by a host');
             this.rebirth();
-          } else this.o.log.warn({ connector: c.name, code: ErrorCodes.MQTT_COMMAND_REFUSED, metric: m.name ?? num(m.alias) }, 'mqtt: NCMD refused: only Node Control/Rebirth is known');
+          } else if (m.name === REBOOT && m.value === true) this.onReboot();
+          else this.o.log.warn({ connector: c.name, code: ErrorCodes.MQTT_COMMAND_REFUSED, metric: m.name ?? num(m.alias) }, 'mqtt: NCMD refused: only Node Control/Rebirth and Node Control/Reboot are known');
         }
       } else if (t.startsWith(dcmd)) this.onDeviceCommand(t.slice(dcmd.length), decode(payload));
     } catch (err) {
@@ -478,7 +503,7 @@ export class EdgeNode implements Part {
   private async rebuild(): Promise<void> {
     this.catDirty = false;
     try {
-      this.cat = buildCatalogue({ model: this.o.model, filter: this.cfg.filter, deviceBy: this.cfg.deviceBy, edgeNodeId: this.cfg.edgeNodeId, aliases: this.aliases });
+      this.cat = buildCatalogue({ model: this.o.model, filter: this.cfg.filter, deviceBy: this.cfg.deviceBy, edgeNodeId: this.cfg.edgeNodeId, aliases: this.aliases, ...(this.o.fedByDriver ? { fedByDriver: this.o.fedByDriver } : {}) });
     } catch (e) {
       this.o.log.error({ connector: this.cfg.name, filter: this.cfg.filter, err: (e as Error).message }, 'mqtt: the filter does not parse; nothing is published');
       this.cat = { devices: new Map(), byPoint: new Map(), skipped: [] };
@@ -500,25 +525,44 @@ export class EdgeNode implements Part {
       await this.rebuild();
       if (signature(this.cat) !== before) this.rebirthAsked = true;
     }
+    // The node figures, every FIGURES_MS: a new figure (or one of another type) means a new
+    // NBIRTH (births alone define metrics); changed values go in NDATA below.
+    let figures: NodeFigures | null = null;
+    if (this.rebirthAsked || this.o.clock.monotonic() - this.figuresAt >= FIGURES_MS) {
+      figures = await this.gatherFigures();
+      if (!this.rebirthAsked && figureShape(figures) !== figureShape(this.figuresSent)) this.rebirthAsked = true;
+    }
     if (this.rebirthAsked) {
       this.rebirthAsked = false;
       this.alive.clear();
       s.seq = 0;
       const now = this.o.clock.now();
+      const nodeFigures = figures ?? (await this.gatherFigures());
+      this.figuresSent = nodeFigures;
+      figures = null;
       acks.push(
         this.publish(s, topic(c.groupId, 'NBIRTH', c.edgeNodeId), {
           timestamp: now,
           metrics: [
             { name: BD_SEQ, type: 'Int64', value: s.bdSeq, timestamp: now },
             { name: REBIRTH, type: 'Boolean', value: false, timestamp: now },
+            { name: REBOOT, type: 'Boolean', value: false, timestamp: now },
+            ...Object.entries(nodeFigures).map(([name, f]) => ({ name, type: f.type, value: f.value, timestamp: now })),
           ],
         }),
       );
+    } else if (figures !== null) {
+      const now = this.o.clock.now();
+      const changed = Object.entries(figures).filter(([name, f]) => this.figuresSent[name]?.value !== f.value);
+      if (changed.length > 0) {
+        this.figuresSent = figures;
+        acks.push(this.publish(s, topic(c.groupId, 'NDATA', c.edgeNodeId), { timestamp: now, metrics: changed.map(([name, f]) => ({ name, type: f.type, value: f.value, timestamp: now })) }));
+      }
     }
     // Devices to look at: those not born (dead, or new), and those whose points changed status.
     const check = new Set<string>();
     for (const id of this.cat.devices.keys()) if (!this.alive.has(id)) check.add(id);
-    for (const id of this.dirty) {
+    for (const id of this.dirty.keys()) {
       const m = this.cat.byPoint.get(id);
       if (m !== undefined) check.add(m.device);
     }
@@ -550,6 +594,7 @@ export class EdgeNode implements Part {
     // is stored only once the clock is set, so the backlog below is rightly dated already.
     const dating = this.o.trust?.trusted() !== false;
     const dirty = dating ? [...this.dirty] : [];
+    const mono = this.o.clock.monotonic();
     if (dating) this.dirty.clear();
     // Points with samples after their cursor, or late ones before it, oldest first.
     const behind = this.outbox.pending(this.hisPoints(true));
@@ -596,7 +641,11 @@ export class EdgeNode implements Part {
       const hist: { ts: number; metric: UMetric }[] = [];
       for (const p of list) {
         for (let i = 0; i < p.liveFrom; i++) hist.push({ ts: p.run.ts[i] as number, metric: this.sample(p.m, p.run, i, true) });
-        if (p.liveFrom < p.run.ts.length) {
+        if (p.liveFrom < p.run.ts.length && p.m.live) {
+          // Stored while the device is born: the live stream carried this point's curVal, of
+          // which these are samples; sent once is enough (the cursor moves past them).
+          this.counters.coveredSamples += p.run.ts.length - p.liveFrom;
+        } else if (p.liveFrom < p.run.ts.length) {
           let out = live.get(device);
           if (out === undefined) live.set(device, (out = []));
           for (let i = p.liveFrom; i < p.run.ts.length; i++) {
@@ -617,28 +666,30 @@ export class EdgeNode implements Part {
         this.counters.historicalSamples += metrics.length;
       }
     }
-    // Changes of curVal (points without his) and of quality (every point).
-    for (const id of dirty) {
+    // Changes of curVal (live points: without his, or fed by a driver) and of quality (every point).
+    for (const [id, changedAt] of dirty) {
       const m = this.cat.byPoint.get(id);
       if (m === undefined || !this.alive.has(m.device)) continue;
       const cur = this.current(m);
       const last = this.reported.get(id);
       const qualityChanged = last === undefined || last.quality !== cur.quality;
       let valueChanged = false;
-      if (!m.his) {
+      if (m.live) {
         if (last === undefined || last.value === null || cur.value === null) valueChanged = cur.value !== (last?.value ?? null);
         else if (typeof cur.value === 'number' && typeof last.value === 'number') valueChanged = Math.abs(cur.value - last.value) > c.deadband || (c.deadband === 0 && cur.value !== last.value);
         else valueChanged = cur.value !== last.value;
       }
       if (!qualityChanged && !valueChanged) continue;
-      // A value report of a point without his is a live sample too (a quality-only report is not).
+      // A value report of a live point is a live sample too (a quality-only report is not).
       if (valueChanged) this.counters.liveSamples++;
-      const metric: UMetric = { alias: m.alias, timestamp: now, ...this.metricValue(m, cur.value) };
+      // Dated when the change came (now less the monotonic time since): a wall-clock step meanwhile
+      // does not move it, and a report that waited for the clock's trust gets the set time.
+      const metric: UMetric = { alias: m.alias, timestamp: now - (mono - changedAt), ...this.metricValue(m, cur.value) };
       if (qualityChanged) metric.properties = { Quality: { type: 'Int32', value: cur.quality } };
       let out = live.get(m.device);
       if (out === undefined) live.set(m.device, (out = []));
       out.push(metric);
-      this.reported.set(id, { value: m.his ? (last?.value ?? cur.value) : cur.value, quality: cur.quality });
+      this.reported.set(id, { value: m.live ? cur.value : (last?.value ?? cur.value), quality: cur.quality });
     }
     for (const [device, metrics] of live) {
       if (metrics.length === 0) continue;
@@ -666,6 +717,24 @@ export class EdgeNode implements Part {
     return more;
   }
 
+  /** The app's figures and the edge node's own (its backlog); a failure leaves them out, logged. */
+  private async gatherFigures(): Promise<NodeFigures> {
+    this.figuresAt = this.o.clock.monotonic();
+    let app: NodeFigures = {};
+    try {
+      app = (await this.o.figures?.()) ?? {};
+    } catch (err) {
+      this.o.log.warn({ connector: this.cfg.name, err }, 'mqtt: cannot gather the node figures');
+      app = this.figuresSent;
+    }
+    const backlog = this.outbox.backlog(this.hisPoints());
+    return {
+      ...app,
+      'MQTT/Backlog Points': { type: 'Int64', value: backlog.points },
+      'MQTT/Backlog Samples': { type: 'Int64', value: backlog.samples },
+    };
+  }
+
   private sample(m: MetricDef, run: Run, i: number, historical: boolean): UMetric {
     const metric: UMetric = { alias: m.alias, timestamp: run.ts[i], type: m.type, value: run.val[i] as number | boolean | string };
     if (historical) metric.isHistorical = true;
@@ -676,7 +745,28 @@ export class EdgeNode implements Part {
 
   private refuse(device: string, metric: string, why: string): void {
     this.counters.commandsRefused++;
-    this.o.log.warn({ connector: this.cfg.name, code: ErrorCodes.MQTT_COMMAND_REFUSED, device, metric, why }, 'mqtt: DCMD refused');
+    this.o.log.warn({ connector: this.cfg.name, code: ErrorCodes.MQTT_COMMAND_REFUSED, device, metric, why }, device === '' ? 'mqtt: NCMD refused' : 'mqtt: DCMD refused');
+  }
+
+  /**
+   * `Node Control/Reboot`: with the permission model of DCMD writes, the configured `writeAs`
+   * user's, checked by the app (it must hold USER_ADMIN on everything, as for a backup); the app
+   * then stops cleanly (NDEATH included) and exits for systemd to start it again.
+   */
+  private onReboot(): void {
+    const c = this.cfg;
+    if (c.writeAs === null || c.writeLevel === null) return this.refuse('', REBOOT, 'commands are off (set mqtt.writeLevel and mqtt.writeAs)');
+    const reboot = this.o.reboot;
+    if (reboot === undefined) return this.refuse('', REBOOT, 'this process cannot restart itself (it is not `hayloft serve`)');
+    const who = `sparkplug host ${c.primaryHostId ?? '(any)'} via ${c.url} as ${c.writeAs}`;
+    const user = c.writeAs;
+    // Through a promise: a refusal thrown at once is refused and logged like one that comes later.
+    Promise.resolve()
+      .then(() => reboot({ user, who }))
+      .then(
+        () => this.o.log.warn({ connector: c.name, who }, 'mqtt: reboot asked by a host: restarting'),
+        (err: unknown) => this.refuse('', REBOOT, (err as Error).message),
+      );
   }
 
   private onDeviceCommand(device: string, p: UPayload): void {
@@ -736,6 +826,7 @@ export class EdgeNode implements Part {
     metrics.gauge('hayloft_mqtt_devices_alive', 'Sparkplug devices born in the current session', ['connector'], one((s) => s.devicesAlive));
     metrics.counter('hayloft_mqtt_samples_live_total', 'Samples published as live DDATA since start', () => this.stats().liveSamples);
     metrics.counter('hayloft_mqtt_samples_historical_total', 'Samples published as historical DDATA (store and forward) since start', () => this.stats().historicalSamples);
+    metrics.counter('hayloft_mqtt_samples_covered_total', 'History samples of driver-fed points stored while born: their values went live, so not sent again', () => this.stats().coveredSamples);
     metrics.counter('hayloft_mqtt_messages_total', 'Sparkplug messages published since start', () => this.stats().messages);
     metrics.counter('hayloft_mqtt_connection_failures_total', 'Broker sessions that failed or ended since start', () => this.stats().failures);
     metrics.counter('hayloft_mqtt_commands_refused_total', 'DCMD and NCMD metrics refused since start', () => this.stats().commandsRefused);
@@ -770,6 +861,14 @@ function signature(cat: Catalogue): string {
   const parts: string[] = [];
   for (const d of cat.devices.values()) for (const m of d.metrics) parts.push(`${d.id}\u0000${m.name}\u0000${m.alias}\u0000${m.type}\u0000${m.unit ?? ''}\u0000${m.dis ?? ''}\u0000${m.writable}\u0000${m.his}`);
   return parts.join('\u0001');
+}
+
+/** The names and types of the figures: when they change, the node is born again. */
+function figureShape(f: NodeFigures): string {
+  return Object.entries(f)
+    .map(([name, x]) => `${name}\u0000${x.type}`)
+    .sort()
+    .join('\u0001');
 }
 
 function firstTs(list: readonly Pending[]): number {

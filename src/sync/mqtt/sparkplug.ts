@@ -31,6 +31,8 @@ export function stateTopic(hostId: string): string {
 
 /** The metric a host sets true in NCMD to ask for NBIRTH and every DBIRTH again. */
 export const REBIRTH = 'Node Control/Rebirth';
+/** The metric a host sets true in NCMD to restart the daemon (a clean exit; systemd starts it again). */
+export const REBOOT = 'Node Control/Reboot';
 export const BD_SEQ = 'bdSeq';
 
 export const QUALITY = { GOOD: 192, STALE: 500, BAD: 0 } as const;

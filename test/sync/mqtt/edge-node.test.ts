@@ -98,7 +98,7 @@ function checkSeq(t: Test, seen: readonly Seen[]): void {
   let expect: number | null = null;
   let bad = 0;
   for (const m of seen) {
-    if (!['NBIRTH', 'DBIRTH', 'DDATA', 'DDEATH'].includes(m.type)) continue;
+    if (!['NBIRTH', 'NDATA', 'DBIRTH', 'DDATA', 'DDEATH'].includes(m.type)) continue;
     const seq = num(m.payload.seq);
     if (m.type === 'NBIRTH') expect = 0;
     if (expect === null || seq !== expect) bad++;
