@@ -35,6 +35,9 @@ import { Metrics } from './lib/metrics.js';
 import { backupStream } from './store/backup.js';
 import { DiskSpace } from './store/space.js';
 import { StoreKeeper } from './store/recovery.js';
+import { RollupStore } from './store/rollups.js';
+import { Retention } from './store/retention.js';
+import { retentionPolicy } from './store/retention-policy.js';
 import { type HRef, HNumber } from './haystack/values.js';
 import { Uplink } from './sync/index.js';
 import { DriverRegistry } from './drivers/registry.js';
@@ -111,6 +114,8 @@ interface Built {
   events: EventBus<ModelEvents>;
   auth: AuthService;
   history: HistoryStore;
+  rollups: RollupStore;
+  space: DiskSpace;
   points: PointState;
   writer: PointWriter;
   watches: WatchManager;
@@ -138,6 +143,11 @@ export class App {
   readonly events: EventBus<ModelEvents>;
   readonly auth: AuthService;
   readonly history: HistoryStore;
+  /** 15-minute rollups of the history retention removed (store/rollups.ts). */
+  readonly rollups: RollupStore;
+  /** History retention while serving (store/retention.ts). */
+  retention: Retention | null = null;
+  private readonly space: DiskSpace;
   /** The owner of points' live tags (cur*, his*, conn*, write*, sync*). */
   readonly points: PointState;
   /** Priority arrays of writable points: pointWrite, and MQTT commands, call it. */
@@ -183,6 +193,8 @@ export class App {
     this.events = o.events;
     this.auth = o.auth;
     this.history = o.history;
+    this.rollups = o.rollups;
+    this.space = o.space;
     this.points = o.points;
     this.writer = o.writer;
     this.watches = o.watches;
@@ -279,8 +291,12 @@ export class App {
     // The store's part first, so it closes last; it reopens LevelDB after a failed write
     // (store/recovery.ts) and reloads history's metadata from the reopened store.
     let history: HistoryStore | undefined;
+    let rollups: RollupStore | undefined;
     const space = new DiskSpace({ dir: store.dir, floorBytes: config.historyMinFreeBytes, log });
-    await parts.start(new StoreKeeper({ store, space, log, writeBufferBytes: config.storeWriteBufferBytes, reload: async () => history?.reload() }), metrics);
+    await parts.start(new StoreKeeper({ store, space, log, writeBufferBytes: config.storeWriteBufferBytes, reload: async () => {
+      await history?.reload();
+      await rollups?.reload();
+    } }), metrics);
     // Before anything is dated: whether the clock can be trusted (its last good time is in the data folder).
     const clockTrust = new ClockTrust({ clock, log, dataDir: store.dir, sync: config.clockSync, ...(opts.clockTrust ?? {}) });
     await parts.start(clockTrust, metrics);
@@ -302,9 +318,11 @@ export class App {
       });
       history = his;
       await parts.start(history, metrics);
+      rollups = new RollupStore(store);
+      await parts.start(rollups);
       await parts.start({ name: 'drivers', stop: () => drivers.close() });
       const points = new PointState({ model, history, drivers: drivers.tags() });
-      await parts.start(historyFollowsPoints(model, history, log));
+      await parts.start(historyFollowsPoints(model, history, rollups, log));
       const writer = new PointWriter({ model, points, store: new WriteStore(store), clock, log, trust: clockTrust });
       // Timed overrides that ended while stopped are relinquished before anything reads them.
       await parts.start(writer, metrics);
@@ -336,6 +354,7 @@ export class App {
           info: { serverName: config.serverName, tz: timeZone(config.tz), productVersion: productVersion(), bootTime: clock.now(), clockStatus: () => clockTrust.status().status },
           watches,
           history,
+          rollups,
           points,
           writer,
           drivers: drivers.infos(),
@@ -362,12 +381,12 @@ export class App {
           return backupStream(store, { productVersion: productVersion(), now: clock.now() });
         },
         // WideSky's calls beyond the ops (push of watch changes, GraphQL, admin calls), and the console.
-        groups: [pushGroup({ auth, watches, log, metrics }), graphqlGroup({ model, history, clock }), adminRoutes(auth), consoleRoutes(consoleFiles(consoleDir()))],
+        groups: [pushGroup({ auth, watches, log, metrics }), graphqlGroup({ model, history, rollups, clock }), adminRoutes(auth), consoleRoutes(consoleFiles(consoleDir()))],
       });
-      const app = new App(config, log, { store, model, events, auth, history, points, writer, watches, metrics, server, drivers, parts, clock, bootTime, clockTrust });
-      for (const id of history.points()) {
+      const app = new App(config, log, { store, model, events, auth, history, rollups, space, points, writer, watches, metrics, server, drivers, parts, clock, bootTime, clockTrust });
+      for (const id of new Set([...history.points(), ...rollups.ids()])) {
         // History of a point deleted while its history could not follow (a crash) goes now.
-        if (model.stored(id)?.has('point') !== true) dropHistory(history, id, log);
+        if (model.stored(id)?.has('point') !== true) dropHistory(history, rollups, id, log);
       }
       // Points show their his tags, and cur points fed by hisWrite their newest sample, at once;
       // from now on point state hears every history write itself.
@@ -386,6 +405,21 @@ export class App {
     const app = await App.open(opts);
     const clock = opts.clock ?? systemClock;
     try {
+      // Retention first: it finishes a roll a stop interrupted before anything writes history.
+      const cfg = opts.config;
+      const defaults = { rawDays: cfg.historyRetentionDays, rollupDays: cfg.historyRollupRetentionDays };
+      app.retention = new Retention({
+        history: app.history,
+        rollups: app.rollups,
+        store: app.store,
+        space: app.space,
+        clock,
+        trust: app.clockTrust,
+        log: app.log,
+        policy: (id) => retentionPolicy(app.model.stored(id), defaults),
+        maxStoreBytes: cfg.historyMaxBytes,
+      });
+      await app.parts.start(app.retention, app.metrics);
       await app.parts.start(app.watches, app.metrics);
       const poller = (app.poller = new Poller({ model: app.model, points: app.points, writer: app.writer, history: app.history, drivers: app.drivers, clock, log: app.log, trust: app.clockTrust }));
       // A protocol library is loaded when the first record of its kind exists (drivers/kinds.ts).
@@ -460,13 +494,13 @@ export class App {
   }
 }
 
-/** A deleted point takes its history with it (after the commit: history is another keyspace). */
-function historyFollowsPoints(model: Model, history: HistoryStore, log: Logger): Part {
+/** A deleted point takes its history and its rollups with it (after the commit: history is another keyspace). */
+function historyFollowsPoints(model: Model, history: HistoryStore, rollups: RollupStore, log: Logger): Part {
   const part: Part = {
     name: 'history-follows-points',
     start() {
       model.events.on('records.committed', part, (change) => {
-        for (const r of change.deleted) if (r.has('point')) dropHistory(history, (r.get('id') as HRef).id, log);
+        for (const r of change.deleted) if (r.has('point')) dropHistory(history, rollups, (r.get('id') as HRef).id, log);
       });
     },
     stop() {
@@ -476,8 +510,9 @@ function historyFollowsPoints(model: Model, history: HistoryStore, log: Logger):
   return part;
 }
 
-function dropHistory(history: HistoryStore, id: string, log: Logger): void {
+function dropHistory(history: HistoryStore, rollups: RollupStore, id: string, log: Logger): void {
   history.deleteAll(id).catch((err: unknown) => log.error({ err, pointId: id }, 'cannot delete the history of a deleted point'));
+  rollups.dropPoint(id).catch((err: unknown) => log.error({ err, pointId: id }, 'cannot delete the history rollups of a deleted point'));
 }
 
 /** A protocol library is loaded when the first record of its kind is created (drivers/kinds.ts). */

@@ -15,6 +15,7 @@ import type { PointState } from '../model/point-state.js';
 import type { PointWriter } from '../model/point-writer.js';
 import type { WatchManager } from '../watch/index.js';
 import type { HistoryStore } from '../store/history.js';
+import type { RollupStore } from '../store/rollups.js';
 import type { Commissioning } from '../poller/commission.js';
 
 export type HttpMethod = 'GET' | 'POST';
@@ -62,6 +63,8 @@ export interface OpContext {
   watches: WatchManager;
   /** Point history (hisRead, hisWrite, hisDelete). */
   history: HistoryStore;
+  /** 15-minute rollups of history retention removed (store/rollups.ts): hisDelete removes them over its range. Absent: none kept. */
+  rollups?: RollupStore;
   /** The owner of points' live tags (hisWrite tells it what it wrote). */
   points: PointState;
   /** Priority arrays of writable points (pointWrite, pointWriteAudit). */

@@ -26,6 +26,12 @@ export interface Config {
    * samples) are refused with HL_STORAGE_FULL, before LevelDB runs out of space; 0 turns it off.
    */
   readonly historyMinFreeBytes: number;
+  /** Days raw history samples are kept by default (a point's hisRetention wins); 0: no age bound. */
+  readonly historyRetentionDays: number;
+  /** Days the 15-minute rollups of removed samples are kept (a point's hisRollupRetention wins); 0: no age bound. */
+  readonly historyRollupRetentionDays: number;
+  /** Bytes the store may take on disk: past it the oldest history goes first; 0: no bound. */
+  readonly historyMaxBytes: number;
   /**
    * Ms between flushes of polled samples: they are written together, one synced batch per flush;
    * what a power cut can lose of them. 0 writes each poll cycle's samples at once. hisWrite is
@@ -169,6 +175,24 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
   historyMinFreeBytes: {
     env: 'HAYLOFT_HISTORY_MIN_FREE_BYTES',
     default: () => 512 * MIB,
+    parse: (raw) => integer(raw, 0, 1024 * 1024 * MIB),
+  },
+  // Sized for a 16-32 GB card (docs/history.md "Sizing"): two years of raw samples, ten of
+  // 15-minute rollups, and the store bounded at 4 GiB (a quarter of a 16 GB card) whatever
+  // the points and their rates; the oldest raw samples go first when it is reached.
+  historyRetentionDays: {
+    env: 'HAYLOFT_HISTORY_RETENTION_DAYS',
+    default: () => 730,
+    parse: (raw) => integer(raw, 0, 100_000),
+  },
+  historyRollupRetentionDays: {
+    env: 'HAYLOFT_HISTORY_ROLLUP_RETENTION_DAYS',
+    default: () => 3650,
+    parse: (raw) => integer(raw, 0, 100_000),
+  },
+  historyMaxBytes: {
+    env: 'HAYLOFT_HISTORY_MAX_BYTES',
+    default: () => 4096 * MIB,
     parse: (raw) => integer(raw, 0, 1024 * 1024 * MIB),
   },
   // 5 s: 0.2 fsyncs a second for any number of points, and samples reach the flash in batches

@@ -24,6 +24,7 @@ import { UTC } from '../haystack/tz.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
 import type { RecordStore } from '../store/records.js';
+import { checkRetentionTags } from '../store/retention-policy.js';
 import { EventBus } from '../lib/events.js';
 import { LIVE_TAGS } from './live-tags.js';
 import type { ModelChange, ModelEvents } from './events.js';
@@ -606,6 +607,8 @@ export class Model {
         throw invalid(`name ${typeof name === 'string' ? JSON.stringify(name) : 'must be a Str'}: use letters, digits, _ : - ~ (no dots or spaces; names make up fully qualified names)`);
       }
     }
+    // How long its history is kept (store/retention-policy.ts): refused here, not at the next retention run.
+    checkRetentionTags(rec);
     for (const [tag, marker] of PARENT_TAGS) {
       const r = rec.get(tag);
       if (r === undefined) continue;

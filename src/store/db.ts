@@ -1,6 +1,7 @@
 /**
  * src/store: LevelDB (classic-level) under the data folder. Sublevels: `rec` (entities), `his`
- * (history), `auth` (secrets), `sync` (uplink cursors), `meta` (format version). Opening turns
+ * (history), `roll` (15-minute rollups of history past retention, rollups.ts), `auth` (secrets),
+ * `sync` (uplink cursors), `meta` (format version). Opening turns
  * LevelDB's errors into ones an operator can act on (folder locked by another process, folder
  * unreadable) and records the on-disk format version for future migrations.
  *
@@ -77,6 +78,10 @@ export class Store {
   get his(): BinarySublevel {
     return this.subs.his;
   }
+  /** 15-minute rollups of history whose raw samples retention removed (rollups.ts). */
+  get roll(): BinarySublevel {
+    return this.subs.roll;
+  }
   get auth(): Sublevel {
     return this.subs.auth;
   }
@@ -111,6 +116,7 @@ export class Store {
       rec: db.sublevel<string, string>('rec', { keyEncoding: 'utf8', valueEncoding: 'utf8' }),
       // Binary: history keys sort by big-endian timestamp bytes, values are compressed chunks.
       his: db.sublevel<Uint8Array, Uint8Array>('his', { keyEncoding: 'view', valueEncoding: 'view' }),
+      roll: db.sublevel<Uint8Array, Uint8Array>('roll', { keyEncoding: 'view', valueEncoding: 'view' }),
       auth: db.sublevel<string, string>('auth', { keyEncoding: 'utf8', valueEncoding: 'utf8' }),
       sync: db.sublevel<string, string>('sync', { keyEncoding: 'utf8', valueEncoding: 'utf8' }),
       meta: db.sublevel<string, string>('meta', { keyEncoding: 'utf8', valueEncoding: 'utf8' }),
@@ -263,6 +269,7 @@ export class Store {
 interface Sublevels {
   rec: Sublevel;
   his: BinarySublevel;
+  roll: BinarySublevel;
   auth: Sublevel;
   sync: Sublevel;
   meta: Sublevel;

@@ -11,6 +11,7 @@
  * mode, distinct, percentile, top, bottom) are therefore not offered.
  */
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
+import type { RollupColumns } from './rollups.js';
 
 export type AggFunction = 'COUNT' | 'MEAN' | 'SUM' | 'SPREAD' | 'STDDEV' | 'MIN' | 'MAX' | 'FIRST' | 'LAST';
 export type Fill = 'NONE' | 'NULLVALUE' | 'PREVIOUS' | 'LINEAR';
@@ -28,6 +29,12 @@ export interface Buckets {
 export interface Series {
   ts: ArrayLike<number>;
   val: ArrayLike<PointValue>;
+  /**
+   * 15-minute rollups (rollups.ts) of the time before the samples, where retention removed the
+   * raw samples: each bucket counts in the group holding its start, as its samples would have
+   * (exactly so when the grouping is a multiple of 15 minutes).
+   */
+  rolled?: RollupColumns;
 }
 
 export interface Points {
@@ -79,6 +86,38 @@ class Acc {
     }
   }
 
+  /**
+   * A rollup bucket's figures, as if its samples were added (the time of each: the bucket's
+   * start). Welford's M2 is not kept in rollups, so STDDEV refuses them (`checkRolled`).
+   */
+  merge(r: RollupColumns, i: number, numeric: boolean): void {
+    const n = r.count[i] as number;
+    if (!(n > 0)) return;
+    const ts = r.ts[i] as number;
+    this.n += n;
+    if (ts < this.firstTs) {
+      this.firstTs = ts;
+      this.first = r.first[i] as PointValue;
+    }
+    if (ts >= this.lastTs) {
+      this.lastTs = ts;
+      this.last = r.last[i] as PointValue;
+    }
+    if (!numeric) return;
+    const min = r.min[i] as number;
+    const max = r.max[i] as number;
+    this.sum += r.sum[i] as number;
+    this.mean = this.sum / this.n;
+    if (min < this.min || (min === this.min && ts < this.minTs)) {
+      this.min = min;
+      this.minTs = ts;
+    }
+    if (max > this.max || (max === this.max && ts < this.maxTs)) {
+      this.max = max;
+      this.maxTs = ts;
+    }
+  }
+
   /** The function's value and, for selectors, the time of the selected sample. */
   result(f: AggFunction): { val: PointValue; ts: number } | undefined {
     if (this.n === 0) return undefined;
@@ -116,6 +155,19 @@ export function checkKind(f: AggFunction, kind: 'Number' | 'Bool' | 'Str' | null
   if (kind === 'Str' && isNumeric(f)) throw new HayloftError(ErrorCodes.BAD_REQUEST, `${f} needs Number or Bool history; this point's samples are Str`);
 }
 
+/** Refuses STDDEV over rollups: they keep no sum of squares (rollups.ts). */
+export function checkRolled(f: AggFunction, series: readonly Series[]): void {
+  if (f !== 'STDDEV') return;
+  for (const s of series) {
+    if (s.rolled !== undefined && s.rolled.ts.length > 0) {
+      throw new HayloftError(
+        ErrorCodes.BAD_REQUEST,
+        `STDDEV needs the raw samples, and before ${new Date(s.rolled.ts[s.rolled.ts.length - 1] as number).toISOString()} retention kept only 15-minute rollups (count, min, max, mean, first, last; docs/history.md): ask for a later range`,
+      );
+    }
+  }
+}
+
 /**
  * One function over one or more series within [start, end): one point per bucket when grouped,
  * else a single point (time: the range start for aggregates, the selected sample's time for
@@ -123,9 +175,13 @@ export function checkKind(f: AggFunction, kind: 'Number' | 'Bool' | 'Str' | null
  */
 export function aggregate(series: readonly Series[], f: AggFunction, start: number, end: number, buckets: Buckets | undefined, maxBuckets: number): Points {
   const numeric = isNumeric(f);
+  checkRolled(f, series);
   if (buckets === undefined) {
     const acc = new Acc();
-    for (const s of series) for (let i = 0; i < s.ts.length; i++) acc.add(s.ts[i] as number, s.val[i] as PointValue, numeric);
+    for (const s of series) {
+      if (s.rolled !== undefined) for (let i = 0; i < s.rolled.ts.length; i++) acc.merge(s.rolled, i, numeric);
+      for (let i = 0; i < s.ts.length; i++) acc.add(s.ts[i] as number, s.val[i] as PointValue, numeric);
+    }
     const r = acc.result(f);
     if (r === undefined) return { ts: [], val: [] };
     const selector = f === 'MIN' || f === 'MAX' || f === 'FIRST' || f === 'LAST';
@@ -143,6 +199,15 @@ export function aggregate(series: readonly Series[], f: AggFunction, start: numb
   }
   const accs = new Array<Acc | undefined>(Math.max(n, 0));
   for (const s of series) {
+    const r = s.rolled;
+    if (r !== undefined) {
+      for (let i = 0; i < r.ts.length; i++) {
+        const t = r.ts[i] as number;
+        if (t < start || t >= end) continue;
+        const k = Math.floor((t - offset) / size) - k0;
+        (accs[k] ??= new Acc()).merge(r, i, numeric);
+      }
+    }
     for (let i = 0; i < s.ts.length; i++) {
       const t = s.ts[i] as number;
       if (t < start || t >= end) continue;

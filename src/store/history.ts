@@ -1676,6 +1676,24 @@ export class HistoryStore implements Part {
       return { ts: d.ts[d.n - 1] as number, val: d.val[d.n - 1] as HisValue };
     });
   }
+
+  /**
+   * The root database's key ranges [from, to) that hold the point's samples in [start, end), as
+   * raw keys (sublevel prefix included): for LevelDB's compactRange once retention removed them
+   * (store/retention.ts), so the space is actually given back.
+   */
+  keyRanges(pointId: string, start = -Infinity, end = Infinity): [Uint8Array, Uint8Array][] {
+    const keys = new PointKeys(pointId);
+    const prefix = utf8Enc.encode(this.his.prefix);
+    const raw = (k: Uint8Array): Uint8Array => {
+      const out = new Uint8Array(prefix.length + k.length);
+      out.set(prefix, 0);
+      out.set(k, prefix.length);
+      return out;
+    };
+    // Only sealed chunks are kept per point; the open tail lives in the shared journal.
+    return [[raw(keys.at(T_CHUNK, start)), raw(keys.at(T_CHUNK, end))]];
+  }
 }
 
 function refBytes(ref: number): Uint8Array {

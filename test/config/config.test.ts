@@ -49,6 +49,9 @@ t.test('defaults', async (t) => {
     storeCacheBytes: 2 * 1024 * 1024,
     storeWriteBufferBytes: 2 * 1024 * 1024,
     historyMinFreeBytes: 512 * 1024 * 1024,
+    historyRetentionDays: 730,
+    historyRollupRetentionDays: 3650,
+    historyMaxBytes: 4096 * 1024 * 1024,
     historyFlushMs: 5000,
     historyTailSamples: 1_000_000,
     host: '0.0.0.0',
@@ -90,6 +93,9 @@ t.test('file, then environment over it, then --config choosing the file', async 
     storeCacheBytes: 2 * 1024 * 1024,
     storeWriteBufferBytes: 2 * 1024 * 1024,
     historyMinFreeBytes: 512 * 1024 * 1024,
+    historyRetentionDays: 730,
+    historyRollupRetentionDays: 3650,
+    historyMaxBytes: 4096 * 1024 * 1024,
     historyFlushMs: 5000,
     historyTailSamples: 1_000_000,
     host: '127.0.0.1',
@@ -165,7 +171,9 @@ t.test('every validation error, each named with its source', async (t) => {
     ['bacnetPort not a number (env)', null, { HAYLOFT_BACNET_PORT: 'bacnet' }, 'bacnetPort', /an integer from 1 to 65535/],
     ['bacnetTimeoutMs too short (file)', { bacnetTimeoutMs: 10 }, {}, 'bacnetTimeoutMs', /an integer from 100 to 60000/],
     ['bacnetTimeoutMs with a unit (env)', null, { HAYLOFT_BACNET_TIMEOUT_MS: '3s' }, 'bacnetTimeoutMs', /an integer from 100 to 60000/],
-    ['an unknown key', { prot: 80 }, {}, 'prot', /a known key \(dataDir, storeCacheBytes, storeWriteBufferBytes, historyMinFreeBytes, historyFlushMs, historyTailSamples, host, port/],
+    ['historyRetentionDays negative (env)', null, { HAYLOFT_HISTORY_RETENTION_DAYS: '-1' }, 'historyRetentionDays', /an integer from 0 to 100000/],
+    ['historyMaxBytes with a unit (file)', { historyMaxBytes: '4GB' }, {}, 'historyMaxBytes', /an integer from 0 to/],
+    ['an unknown key', { prot: 80 }, {}, 'prot', /a known key \(dataDir, storeCacheBytes, storeWriteBufferBytes, historyMinFreeBytes, historyRetentionDays, historyRollupRetentionDays, historyMaxBytes, historyFlushMs, historyTailSamples, host, port/],
   ];
   for (const [name, content, env, key, expected] of cases) {
     t.test(name, async (t) => {

@@ -57,13 +57,19 @@ export async function tokenRequest(base: string, body: unknown, authorization = 
   return { status: res.status, body: parsed, headers: res.headers };
 }
 
+/**
+ * Tests write history dated years back, which the default retention (730 days, the store bounded
+ * at 4 GiB) would remove mid-test: off unless a test asks for it (test/api/retention.test.ts).
+ */
+const NO_RETENTION = { HAYLOFT_HISTORY_RETENTION_DAYS: '0', HAYLOFT_HISTORY_MAX_BYTES: '0' };
+
 export async function startApp(t: { teardown(f: () => unknown): void }, opts: { clock?: Clock; env?: Record<string, string>; dir?: string; clockTrust?: Pick<ClockTrustOptions, 'floorMs' | 'timesyncDir' | 'timers'> } = {}): Promise<Running> {
   const dir = opts.dir ?? tempDir(t);
   const logs: string[] = [];
   const dest = { write: (s: string) => void logs.push(s) } as unknown as Writable;
   const config = loadConfig({
     // The floor at 8 MiB: a test machine's free disk is not a gateway's (see serve-child.ts).
-    env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_HTTPS_PORT: '0', HAYLOFT_TZ: 'UTC', HAYLOFT_LOG_LEVEL: 'debug', HAYLOFT_HISTORY_MIN_FREE_BYTES: String(8 * 1024 * 1024), HAYLOFT_CLOCK_SYNC: 'none', ...(opts.env ?? {}) },
+    env: { HAYLOFT_DATA_DIR: dir, HAYLOFT_HOST: '127.0.0.1', HAYLOFT_PORT: '0', HAYLOFT_HTTPS_PORT: '0', HAYLOFT_TZ: 'UTC', HAYLOFT_LOG_LEVEL: 'debug', HAYLOFT_HISTORY_MIN_FREE_BYTES: String(8 * 1024 * 1024), HAYLOFT_CLOCK_SYNC: 'none', ...NO_RETENTION, ...(opts.env ?? {}) },
     zones: { host: () => 'UTC', known: (n) => findTimeZone(n) !== undefined },
   });
   const log = createLogger({ level: 'debug', destination: dest });

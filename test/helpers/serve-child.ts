@@ -46,6 +46,11 @@ export async function serveChild(t: Test, dir: string, env: Record<string, strin
       // history on a nearly full CI disk. The floor itself is tested on its own tmpfs
       // (test/store/disk-full.test.ts).
       HAYLOFT_HISTORY_MIN_FREE_BYTES: String(8 * 1024 * 1024),
+      // Nor is its clock a gateway's: tests write history dated years back, which the default
+      // retention (730 days, the store bounded at 4 GiB) would remove mid-test. Retention is
+      // tested where it is asked for (test/store/retention.test.ts, test/api/retention.test.ts).
+      HAYLOFT_HISTORY_RETENTION_DAYS: '0',
+      HAYLOFT_HISTORY_MAX_BYTES: '0',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

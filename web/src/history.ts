@@ -6,7 +6,9 @@
  *
  * RAW_MAX_MS decides: a window up to 12 hours is drawn sample by sample (at a 10 s collect
  * interval, 4,320 samples); a longer one in buckets of the smallest nice size that makes at most
- * MAX_BUCKETS of them (about one per two pixels of a laptop-wide chart).
+ * MAX_BUCKETS of them (about one per two pixels of a laptop-wide chart). Where retention removed
+ * the raw samples, the server answers aggregates from its 15-minute rollups (docs/history.md), so
+ * a year view still draws; a short window there is drawn from the rollups too.
  */
 import { type Session, grid, num, time } from './api.js';
 
@@ -105,8 +107,18 @@ async function aggregated(session: Session, id: string, startMs: number, endMs: 
   };
 }
 
-/** The history of a window: raw samples when short (or not a Number), aggregates when long. */
-export function loadHistory(session: Session, id: string, kind: string, startMs: number, endMs: number): Promise<Series> {
+/** The 15-minute bucket: what retention keeps once raw samples are gone (docs/history.md). */
+const ROLLUP_BUCKET = BUCKETS[2] as (typeof BUCKETS)[number];
+
+/**
+ * The history of a window: raw samples when short (or not a Number), aggregates when long. A
+ * short window of a Number point with no raw samples left (retention removed them) shows the
+ * 15-minute rollups the server kept instead, as a long window would.
+ */
+export async function loadHistory(session: Session, id: string, kind: string, startMs: number, endMs: number): Promise<Series> {
   const b = bucketFor(endMs - startMs);
-  return b === undefined || kind !== 'Number' ? raw(session, id, startMs, endMs) : aggregated(session, id, startMs, endMs, b);
+  if (kind !== 'Number') return raw(session, id, startMs, endMs);
+  if (b !== undefined) return aggregated(session, id, startMs, endMs, b);
+  const r = await raw(session, id, startMs, endMs);
+  return r.xs.length > 0 ? r : aggregated(session, id, startMs, endMs, ROLLUP_BUCKET);
 }

@@ -108,7 +108,7 @@ export async function run(kit: RouteKit, res: ServerResponse, r: GraphqlRequest,
     kit.respond.sendJson(res, 400, { errors: over.map(formatted) });
     return;
   }
-  const contextValue: GraphqlContext = { model: opts.model, history: opts.history, clock: opts.clock, gate, limits, points: 0 };
+  const contextValue: GraphqlContext = { model: opts.model, history: opts.history, ...(opts.rollups === undefined ? {} : { rollups: opts.rollups }), clock: opts.clock, gate, limits, points: 0 };
   const result = await execute({
     schema,
     document: doc,

@@ -17,6 +17,7 @@ import { ErrorCodes, HayloftError } from '../../lib/errors.js';
 import type { Model } from '../../model/model.js';
 import { type AggFunction, type Buckets, type Fill, type PointValue, type Series, aggregate, checkKind } from '../../store/his-aggregate.js';
 import type { HisKind, HistoryStore } from '../../store/history.js';
+import type { RollupStore } from '../../store/rollups.js';
 import { historizedKind, readHistory } from '../his-points.js';
 
 export interface GraphqlLimits {
@@ -27,6 +28,8 @@ export interface GraphqlLimits {
 export interface GraphqlContext {
   model: Model;
   history: HistoryStore;
+  /** Rollups of history retention removed (store/rollups.ts): aggregates read them before a point's horizon. */
+  rollups?: RollupStore;
   clock: Clock;
   /** The caller's permissions (Gate.OPEN on a server without authentication). */
   gate: Gate;
@@ -343,8 +346,16 @@ export class History {
     const kinds = this.points.map((p) => historizedKind(ctx.gate, p, idOf(p), 'HIS_READ', 'history', 'the history'));
     let series: { s: Series; kind: 'Number' | 'Bool' | 'Str' | null }[] = [];
     for (const [i, p] of this.points.entries()) {
-      const cols = await readHistory(ctx.history, idOf(p), kinds[i] as HisKind, start, end);
-      series.push({ s: { ts: cols.ts, val: cols.val }, kind: cols.kind });
+      const id = idOf(p);
+      // Aggregates read the rollups where retention removed the raw samples (before the point's
+      // horizon), and raw samples from there on, so nothing counts twice (store/rollups.ts).
+      // Without an aggregate, a time series is the raw samples there are.
+      const horizon = this.stages.length > 0 ? (ctx.rollups?.horizon(id) ?? -Infinity) : -Infinity;
+      const cols = await readHistory(ctx.history, id, kinds[i] as HisKind, Math.max(start, horizon), end);
+      if (horizon > start && ctx.rollups !== undefined) {
+        const rolled = await ctx.rollups.read(id, start, Math.min(end, horizon));
+        series.push({ s: { ts: cols.ts, val: cols.val, rolled }, kind: cols.kind ?? rolled.kind });
+      } else series.push({ s: { ts: cols.ts, val: cols.val }, kind: cols.kind });
     }
     for (const st of this.stages) {
       for (const x of series) checkKind(st.f, x.kind);

@@ -2,6 +2,7 @@
 import type { Clock } from '../../lib/clock.js';
 import type { Model } from '../../model/model.js';
 import type { HistoryStore } from '../../store/history.js';
+import type { RollupStore } from '../../store/rollups.js';
 import type { GraphqlLimits } from './resolvers.js';
 
 export interface QueryLimits extends GraphqlLimits {
@@ -16,6 +17,8 @@ export interface QueryLimits extends GraphqlLimits {
 export interface GraphqlOptions {
   model: Model;
   history: HistoryStore;
+  /** Rollups of history past retention, read by aggregates (store/rollups.ts). */
+  rollups?: RollupStore;
   clock: Clock;
   limits?: Partial<QueryLimits>;
 }

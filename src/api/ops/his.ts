@@ -308,6 +308,8 @@ export const hisDeleteOp: Op = {
       }
     }
     await history.deleteSpans([...spans.values()]);
+    // A range also takes the rollups retention kept of it (docs/history.md): the buckets it overlaps.
+    if (range.kind === 'span' && req.ctx.rollups !== undefined) for (const sp of spans.values()) await req.ctx.rollups.deleteRange(sp.pointId, sp.start, sp.end);
     // Point state hears the delete and reads back the newest sample left: answer once it shows.
     await req.ctx.points.settled();
     return HGrid.empty();
