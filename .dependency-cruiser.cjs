@@ -11,7 +11,8 @@ const allowed = {
   watch: ['model', 'haystack', 'lib'],
   auth: ['model', 'store', 'haystack', 'lib'],
   sync: ['model', 'store', 'haystack', 'lib'],
-  api: ['auth', 'watch', 'model', 'store', 'poller', 'haystack', 'lib'],
+  alarm: ['model', 'store', 'haystack', 'lib'],
+  api: ['auth', 'watch', 'alarm', 'model', 'store', 'poller', 'haystack', 'lib'],
 };
 const layers = Object.keys(allowed);
 

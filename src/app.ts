@@ -43,6 +43,8 @@ import type { CommandWrite, EdgeNode } from './sync/mqtt/index.js';
 import { gateOfUser } from './auth/gate.js';
 import { Poller } from './poller/index.js';
 import type { Commissioning } from './poller/commission.js';
+import { AlarmEngine } from './alarm/engine.js';
+import { AlarmStore } from './alarm/alarm-store.js';
 
 let pkgDir: { dir: URL; version: string } | undefined;
 
@@ -119,6 +121,7 @@ interface Built {
   clock: Clock;
   bootTime: number;
   clockTrust: ClockTrust;
+  alarms: AlarmEngine;
 }
 
 /**
@@ -143,6 +146,8 @@ export class App {
   readonly watches: WatchManager;
   /** Whether the wall clock can date what is stored (docs/clock.md). */
   readonly clockTrust: ClockTrust;
+  /** Alarm conditions and the alarms they raise (docs/alarms.md). */
+  readonly alarms: AlarmEngine;
   /** What GET /metrics serves: every part registers its own figures as it starts. */
   readonly metrics: Metrics;
   private readonly server: ApiServer;
@@ -183,6 +188,7 @@ export class App {
     this.drivers = o.drivers;
     this.parts = o.parts;
     this.clockTrust = o.clockTrust;
+    this.alarms = o.alarms;
     this.clock = o.clock;
     this.bootTime = o.bootTime;
   }
@@ -267,6 +273,9 @@ export class App {
       const writer = new PointWriter({ model, points, store: new WriteStore(store), clock, log, trust: clockTrust });
       // Timed overrides that ended while stopped are relinquished before anything reads them.
       await parts.start(writer, metrics);
+      // Alarm conditions are checked in every records commit from here on (CLI commands too).
+      const alarms = new AlarmEngine({ model, store: new AlarmStore(store), clock, log, trust: clockTrust, connMarkers: drivers.connMarkers() });
+      await parts.start(alarms, metrics);
       const watches = new WatchManager({
         model,
         clock,
@@ -299,6 +308,7 @@ export class App {
           writer,
           drivers: drivers.infos(),
           commission,
+          alarms,
         },
         log,
         maxBodyBytes: config.maxBodyBytes,
@@ -319,7 +329,7 @@ export class App {
         // WideSky's calls beyond the ops (push of watch changes, GraphQL, admin calls), and the console.
         groups: [pushGroup({ auth, watches, log, metrics }), graphqlGroup({ model, history, clock }), adminRoutes(auth), consoleRoutes(consoleFiles(consoleDir()))],
       });
-      const app = new App(config, log, { store, model, events, auth, history, points, writer, watches, metrics, server, drivers, parts, clock, bootTime, clockTrust });
+      const app = new App(config, log, { store, model, events, auth, history, points, writer, watches, metrics, server, drivers, parts, clock, bootTime, clockTrust, alarms });
       for (const id of history.points()) {
         // History of a point deleted while its history could not follow (a crash) goes now.
         if (model.stored(id)?.has('point') !== true) dropHistory(history, id, log);

@@ -16,6 +16,7 @@ import type { PointWriter } from '../model/point-writer.js';
 import type { WatchManager } from '../watch/index.js';
 import type { HistoryStore } from '../store/history.js';
 import type { Commissioning } from '../poller/commission.js';
+import type { AlarmEngine } from '../alarm/engine.js';
 
 export type HttpMethod = 'GET' | 'POST';
 
@@ -70,6 +71,8 @@ export interface OpContext {
   drivers?: readonly DriverListing[];
   /** Discovery and learning through the drivers (discover, learn); absent in servers built without drivers.  Loaded on first use; the drivers load their protocol libraries only when asked. */
   commission?: () => Promise<Commissioning>;
+  /** The alarms (alarms, alarmAck, alarmShelve, alarmHistory); absent in servers built without them. */
+  alarms?: AlarmEngine;
 }
 
 export interface OpRequest {
