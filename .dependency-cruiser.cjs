@@ -12,7 +12,8 @@ const allowed = {
   auth: ['model', 'store', 'haystack', 'lib'],
   sync: ['model', 'store', 'haystack', 'lib'],
   alarm: ['model', 'store', 'haystack', 'lib'],
-  api: ['auth', 'watch', 'alarm', 'model', 'store', 'poller', 'haystack', 'lib'],
+  schedule: ['model', 'haystack', 'lib'],
+  api: ['auth', 'watch', 'alarm', 'schedule', 'model', 'store', 'poller', 'haystack', 'lib'],
 };
 const layers = Object.keys(allowed);
 

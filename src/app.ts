@@ -45,6 +45,7 @@ import { Poller } from './poller/index.js';
 import type { Commissioning } from './poller/commission.js';
 import { AlarmEngine } from './alarm/engine.js';
 import { AlarmStore } from './alarm/alarm-store.js';
+import { Scheduler } from './schedule/scheduler.js';
 
 let pkgDir: { dir: URL; version: string } | undefined;
 
@@ -122,6 +123,7 @@ interface Built {
   bootTime: number;
   clockTrust: ClockTrust;
   alarms: AlarmEngine;
+  scheduler: Scheduler;
 }
 
 /**
@@ -148,6 +150,8 @@ export class App {
   readonly clockTrust: ClockTrust;
   /** Alarm conditions and the alarms they raise (docs/alarms.md). */
   readonly alarms: AlarmEngine;
+  /** Weekly schedules commanding points (docs/schedules.md); started with the serving parts. */
+  readonly scheduler: Scheduler;
   /** What GET /metrics serves: every part registers its own figures as it starts. */
   readonly metrics: Metrics;
   private readonly server: ApiServer;
@@ -189,6 +193,7 @@ export class App {
     this.parts = o.parts;
     this.clockTrust = o.clockTrust;
     this.alarms = o.alarms;
+    this.scheduler = o.scheduler;
     this.clock = o.clock;
     this.bootTime = o.bootTime;
   }
@@ -276,6 +281,7 @@ export class App {
       // Alarm conditions are checked in every records commit from here on (CLI commands too).
       const alarms = new AlarmEngine({ model, store: new AlarmStore(store), clock, log, trust: clockTrust, connMarkers: drivers.connMarkers() });
       await parts.start(alarms, metrics);
+      const scheduler = new Scheduler({ model, writer, clock, log, tz: timeZone(config.tz), trust: clockTrust });
       const watches = new WatchManager({
         model,
         clock,
@@ -309,6 +315,7 @@ export class App {
           drivers: drivers.infos(),
           commission,
           alarms,
+          schedules: scheduler,
         },
         log,
         maxBodyBytes: config.maxBodyBytes,
@@ -329,7 +336,7 @@ export class App {
         // WideSky's calls beyond the ops (push of watch changes, GraphQL, admin calls), and the console.
         groups: [pushGroup({ auth, watches, log, metrics }), graphqlGroup({ model, history, clock }), adminRoutes(auth), consoleRoutes(consoleFiles(consoleDir()))],
       });
-      const app = new App(config, log, { store, model, events, auth, history, points, writer, watches, metrics, server, drivers, parts, clock, bootTime, clockTrust, alarms });
+      const app = new App(config, log, { store, model, events, auth, history, points, writer, watches, metrics, server, drivers, parts, clock, bootTime, clockTrust, alarms, scheduler });
       for (const id of history.points()) {
         // History of a point deleted while its history could not follow (a crash) goes now.
         if (model.stored(id)?.has('point') !== true) dropHistory(history, id, log);
@@ -357,6 +364,8 @@ export class App {
       await app.drivers.loadFor((tag) => app.model.idsWithTag(tag).length > 0);
       await app.parts.start(driversFollowRecords(app.model, app.drivers, poller, app.log));
       await app.parts.start(poller, app.metrics);
+      // After the poller (its write queue hears write.effective): at start the value due now is written.
+      await app.parts.start(app.scheduler, app.metrics);
       // The senders before the server: they mark late samples from the first hisWrite on, and
       // stop after it, so no write is left unmarked.
       const up = opts.config.uplink;

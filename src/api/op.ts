@@ -17,6 +17,7 @@ import type { WatchManager } from '../watch/index.js';
 import type { HistoryStore } from '../store/history.js';
 import type { Commissioning } from '../poller/commission.js';
 import type { AlarmEngine } from '../alarm/engine.js';
+import type { Scheduler } from '../schedule/scheduler.js';
 
 export type HttpMethod = 'GET' | 'POST';
 
@@ -73,6 +74,8 @@ export interface OpContext {
   commission?: () => Promise<Commissioning>;
   /** The alarms (alarms, alarmAck, alarmShelve, alarmHistory); absent in servers built without them. */
   alarms?: AlarmEngine;
+  /** The schedules (the `schedules` op); absent in servers built without them. */
+  schedules?: Scheduler;
 }
 
 export interface OpRequest {
