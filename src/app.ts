@@ -45,6 +45,7 @@ import { Poller } from './poller/index.js';
 import type { Commissioning } from './poller/commission.js';
 import { AlarmEngine } from './alarm/engine.js';
 import { AlarmStore } from './alarm/alarm-store.js';
+import { Notifier } from './alarm/notifier.js';
 import { Scheduler } from './schedule/scheduler.js';
 
 let pkgDir: { dir: URL; version: string } | undefined;
@@ -124,6 +125,7 @@ interface Built {
   clockTrust: ClockTrust;
   alarms: AlarmEngine;
   scheduler: Scheduler;
+  notifier: Notifier;
 }
 
 /**
@@ -150,6 +152,8 @@ export class App {
   readonly clockTrust: ClockTrust;
   /** Alarm conditions and the alarms they raise (docs/alarms.md). */
   readonly alarms: AlarmEngine;
+  /** Alarm notifications by webhook (docs/alarms.md); started with the serving parts. */
+  readonly notifier: Notifier;
   /** Weekly schedules commanding points (docs/schedules.md); started with the serving parts. */
   readonly scheduler: Scheduler;
   /** What GET /metrics serves: every part registers its own figures as it starts. */
@@ -194,6 +198,7 @@ export class App {
     this.clockTrust = o.clockTrust;
     this.alarms = o.alarms;
     this.scheduler = o.scheduler;
+    this.notifier = o.notifier;
     this.clock = o.clock;
     this.bootTime = o.bootTime;
   }
@@ -279,8 +284,10 @@ export class App {
       // Timed overrides that ended while stopped are relinquished before anything reads them.
       await parts.start(writer, metrics);
       // Alarm conditions are checked in every records commit from here on (CLI commands too).
-      const alarms = new AlarmEngine({ model, store: new AlarmStore(store), clock, log, trust: clockTrust, connMarkers: drivers.connMarkers() });
+      const alarmStore = new AlarmStore(store);
+      const alarms = new AlarmEngine({ model, store: alarmStore, clock, log, trust: clockTrust, connMarkers: drivers.connMarkers() });
       await parts.start(alarms, metrics);
+      const notifier = new Notifier({ model, store: alarmStore, engine: alarms, clock, log });
       const scheduler = new Scheduler({ model, writer, clock, log, tz: timeZone(config.tz), trust: clockTrust });
       const watches = new WatchManager({
         model,
@@ -336,7 +343,7 @@ export class App {
         // WideSky's calls beyond the ops (push of watch changes, GraphQL, admin calls), and the console.
         groups: [pushGroup({ auth, watches, log, metrics }), graphqlGroup({ model, history, clock }), adminRoutes(auth), consoleRoutes(consoleFiles(consoleDir()))],
       });
-      const app = new App(config, log, { store, model, events, auth, history, points, writer, watches, metrics, server, drivers, parts, clock, bootTime, clockTrust, alarms, scheduler });
+      const app = new App(config, log, { store, model, events, auth, history, points, writer, watches, metrics, server, drivers, parts, clock, bootTime, clockTrust, alarms, scheduler, notifier });
       for (const id of history.points()) {
         // History of a point deleted while its history could not follow (a crash) goes now.
         if (model.stored(id)?.has('point') !== true) dropHistory(history, id, log);
@@ -366,6 +373,7 @@ export class App {
       await app.parts.start(poller, app.metrics);
       // After the poller (its write queue hears write.effective): at start the value due now is written.
       await app.parts.start(app.scheduler, app.metrics);
+      await app.parts.start(app.notifier, app.metrics);
       // The senders before the server: they mark late samples from the first hisWrite on, and
       // stop after it, so no write is left unmarked.
       const up = opts.config.uplink;

@@ -10,8 +10,8 @@ t.test('the parts start, listen on the bus, and leave it when they stop', async 
   const r = await startApp(t);
   const wiring = r.app.wiring();
   t.match(wiring, {
-    'records.batch': ['auth', 'writer', 'alarms', 'schedules'],
-    'records.committed': ['auth', 'history-follows-points', 'writer', 'alarms', 'watches', 'driver-loader', 'poller', 'schedules'],
+    'records.batch': ['auth', 'writer', 'alarms', 'schedules', 'alarm-notifier'],
+    'records.committed': ['auth', 'history-follows-points', 'writer', 'alarms', 'watches', 'driver-loader', 'poller', 'schedules', 'alarm-notifier'],
     'live.changed': ['alarms', 'watches'],
     'write.effective': ['WriteQueue'],
   });

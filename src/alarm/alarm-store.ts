@@ -135,6 +135,35 @@ export class AlarmStore {
     return out;
   }
 
+  /** Log entries after `afterKey` (null: from the oldest), oldest first, with their keys. */
+  async readAfter(afterKey: string | null, limit: number): Promise<{ key: string; entry: AlarmLogEntry }[]> {
+    const out: { key: string; entry: AlarmLogEntry }[] = [];
+    for await (const [key, text] of this.store.alarmLog.iterator(afterKey === null ? { limit } : { gt: afterKey, limit })) {
+      try {
+        const raw = JSON.parse(text) as Omit<AlarmLogEntry, 'val'> & { val: unknown };
+        out.push({ key, entry: { ...raw, val: raw.val === null ? null : decodeVal(raw.val, 'alarm log value') } });
+      } catch (err) {
+        throw corrupt(`alarm log entry ${key}`, err);
+      }
+    }
+    return out;
+  }
+
+  /** The newest log key, or null when the log is empty: where a new notification route starts. */
+  async newestKey(): Promise<string | null> {
+    for await (const key of this.store.alarmLog.keys({ reverse: true, limit: 1 })) return key;
+    return null;
+  }
+
+  /** A notification route's cursor: the key of the last log entry its receiver took. */
+  async cursor(routeId: string): Promise<string | null> {
+    return (await this.store.alarmCursor.get(routeId)) ?? null;
+  }
+
+  async setCursor(routeId: string, key: string): Promise<void> {
+    await this.store.alarmCursor.put(routeId, key, { sync: true } as object);
+  }
+
   get logSize(): number {
     return this.logCount;
   }

@@ -26,7 +26,7 @@ import type { DatingTrust } from '../lib/clock-trust.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import type { Metrics, Sample } from '../lib/metrics.js';
-import type { Part } from '../lib/part.js';
+import { type Part, every } from '../lib/part.js';
 import type { Model, ModelChange } from '../model/model.js';
 import { type Alarm, type AlarmDetail, type AlarmEvent, type AlarmLogEntry, type AlarmStore, alarmKey } from './alarm-store.js';
 import { type Condition, WATCHED_TAGS, evaluate, parseCondition } from './condition.js';
@@ -72,7 +72,7 @@ export class AlarmEngine implements Part {
   private readonly dirty = new Set<string>();
   private flushQueued = false;
   private chain: Promise<void> = Promise.resolve();
-  private timer: NodeJS.Timeout | undefined;
+  private timer: { stop(): void } | undefined;
   private readonly transitions = new Map<AlarmEvent, number>();
   private saveFailures = 0;
 
@@ -105,12 +105,11 @@ export class AlarmEngine implements Part {
     this.closeOrphans();
     for (const a of this.alarms.values()) this.showTags(a.sourceId, a.condId);
     this.evaluateAll();
-    this.timer = setInterval(() => void this.tick(), TICK_MS);
-    this.timer.unref();
+    this.timer = every(TICK_MS, () => void this.tick());
   }
 
   async stop(): Promise<void> {
-    if (this.timer !== undefined) clearInterval(this.timer);
+    this.timer?.stop();
     this.timer = undefined;
     this.o.model.events.off(this);
     await this.chain;

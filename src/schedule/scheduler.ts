@@ -19,7 +19,7 @@ import type { Clock } from '../lib/clock.js';
 import type { DatingTrust } from '../lib/clock-trust.js';
 import type { Logger } from '../lib/log.js';
 import type { Metrics } from '../lib/metrics.js';
-import type { Part } from '../lib/part.js';
+import { type Part, every } from '../lib/part.js';
 import type { Model, ModelChange } from '../model/model.js';
 import type { PointWriter } from '../model/point-writer.js';
 import { type Calendars, type DateSpan, type Schedule, type Transition, nextTransitions, parseCalendar, parseSchedule, valueAt } from './schedule.js';
@@ -60,7 +60,7 @@ export class Scheduler implements Part {
   private schedules = new Map<string, Schedule>();
   private calendars = new Map<string, DateSpan[]>();
   private readonly commanded = new Map<string, Commanded>();
-  private timer: NodeJS.Timeout | undefined;
+  private timer: { stop(): void } | undefined;
   private chain: Promise<void> = Promise.resolve();
   private writes = 0;
   private failures = 0;
@@ -82,12 +82,11 @@ export class Scheduler implements Part {
     ev.on('records.committed', this, (c) => this.recordsChanged(c));
     this.load();
     await this.tick();
-    this.timer = setInterval(() => void this.tick(), TICK_MS);
-    this.timer.unref();
+    this.timer = every(TICK_MS, () => void this.tick());
   }
 
   async stop(): Promise<void> {
-    if (this.timer !== undefined) clearInterval(this.timer);
+    this.timer?.stop();
     this.timer = undefined;
     this.o.model.events.off(this);
     await this.chain;

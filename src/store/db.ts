@@ -102,6 +102,10 @@ export class Store {
   get alarmLog(): Sublevel {
     return this.subs.alarmLog;
   }
+  /** Per notification route, the last alarm log entry its receiver took (alarm/notifier.ts). */
+  get alarmCursor(): Sublevel {
+    return this.subs.alarmCursor;
+  }
 
   get state(): StoreState {
     return this.stateNow;
@@ -126,6 +130,7 @@ export class Store {
       audit: db.sublevel<string, string>('audit', { keyEncoding: 'utf8', valueEncoding: 'utf8' }),
       alarm: db.sublevel<string, string>('alarm', { keyEncoding: 'utf8', valueEncoding: 'utf8' }),
       alarmLog: db.sublevel<string, string>('alarmLog', { keyEncoding: 'utf8', valueEncoding: 'utf8' }),
+      alarmCursor: db.sublevel<string, string>('alarmCursor', { keyEncoding: 'utf8', valueEncoding: 'utf8' }),
     };
   }
 
@@ -257,6 +262,7 @@ interface Sublevels {
   audit: Sublevel;
   alarm: Sublevel;
   alarmLog: Sublevel;
+  alarmCursor: Sublevel;
 }
 
 function openLevel(dir: string, sizes: StoreSizes): ClassicLevel<string, string> {
