@@ -11,7 +11,9 @@ const allowed = {
   watch: ['model', 'haystack', 'lib'],
   auth: ['model', 'store', 'haystack', 'lib'],
   sync: ['model', 'store', 'haystack', 'lib'],
-  api: ['auth', 'watch', 'model', 'store', 'poller', 'haystack', 'lib'],
+  alarm: ['model', 'store', 'haystack', 'lib'],
+  schedule: ['model', 'haystack', 'lib'],
+  api: ['auth', 'watch', 'alarm', 'schedule', 'model', 'store', 'poller', 'haystack', 'lib'],
 };
 const layers = Object.keys(allowed);
 

@@ -48,6 +48,10 @@ import { Poller } from './poller/index.js';
 import type { Commissioning } from './poller/commission.js';
 import { configChecksum, nodeFigures } from './sync/mqtt/node-figures.js';
 import type { NodeFigures } from './lib/part.js';
+import { AlarmEngine } from './alarm/engine.js';
+import { AlarmStore } from './alarm/alarm-store.js';
+import { Notifier } from './alarm/notifier.js';
+import { Scheduler } from './schedule/scheduler.js';
 
 let pkgDir: { dir: URL; version: string } | undefined;
 
@@ -126,6 +130,9 @@ interface Built {
   clock: Clock;
   bootTime: number;
   clockTrust: ClockTrust;
+  alarms: AlarmEngine;
+  scheduler: Scheduler;
+  notifier: Notifier;
 }
 
 /**
@@ -155,6 +162,12 @@ export class App {
   readonly watches: WatchManager;
   /** Whether the wall clock can date what is stored (docs/clock.md). */
   readonly clockTrust: ClockTrust;
+  /** Alarm conditions and the alarms they raise (docs/alarms.md). */
+  readonly alarms: AlarmEngine;
+  /** Alarm notifications by webhook (docs/alarms.md); started with the serving parts. */
+  readonly notifier: Notifier;
+  /** Weekly schedules commanding points (docs/schedules.md); started with the serving parts. */
+  readonly scheduler: Scheduler;
   /** What GET /metrics serves: every part registers its own figures as it starts. */
   readonly metrics: Metrics;
   private readonly server: ApiServer;
@@ -203,6 +216,9 @@ export class App {
     this.drivers = o.drivers;
     this.parts = o.parts;
     this.clockTrust = o.clockTrust;
+    this.alarms = o.alarms;
+    this.scheduler = o.scheduler;
+    this.notifier = o.notifier;
     this.clock = o.clock;
     this.bootTime = o.bootTime;
     this.checksum = configChecksum(config.configFile);
@@ -326,6 +342,12 @@ export class App {
       const writer = new PointWriter({ model, points, store: new WriteStore(store), clock, log, trust: clockTrust });
       // Timed overrides that ended while stopped are relinquished before anything reads them.
       await parts.start(writer, metrics);
+      // Alarm conditions are checked in every records commit from here on (CLI commands too).
+      const alarmStore = new AlarmStore(store);
+      const alarms = new AlarmEngine({ model, store: alarmStore, clock, log, trust: clockTrust, connMarkers: drivers.connMarkers() });
+      await parts.start(alarms, metrics);
+      const notifier = new Notifier({ model, store: alarmStore, engine: alarms, clock, log });
+      const scheduler = new Scheduler({ model, writer, clock, log, tz: timeZone(config.tz), trust: clockTrust });
       const watches = new WatchManager({
         model,
         clock,
@@ -359,6 +381,8 @@ export class App {
           writer,
           drivers: drivers.infos(),
           commission,
+          alarms,
+          schedules: scheduler,
         },
         log,
         maxBodyBytes: config.maxBodyBytes,
@@ -383,7 +407,7 @@ export class App {
         // WideSky's calls beyond the ops (push of watch changes, GraphQL, admin calls), and the console.
         groups: [pushGroup({ auth, watches, log, metrics }), graphqlGroup({ model, history, rollups, clock }), adminRoutes(auth), consoleRoutes(consoleFiles(consoleDir()))],
       });
-      const app = new App(config, log, { store, model, events, auth, history, rollups, space, points, writer, watches, metrics, server, drivers, parts, clock, bootTime, clockTrust });
+      const app = new App(config, log, { store, model, events, auth, history, rollups, space, points, writer, watches, metrics, server, drivers, parts, clock, bootTime, clockTrust, alarms, scheduler, notifier });
       for (const id of new Set([...history.points(), ...rollups.ids()])) {
         // History of a point deleted while its history could not follow (a crash) goes now.
         if (model.stored(id)?.has('point') !== true) dropHistory(history, rollups, id, log);
@@ -426,6 +450,9 @@ export class App {
       await app.drivers.loadFor((tag) => app.model.idsWithTag(tag).length > 0);
       await app.parts.start(driversFollowRecords(app.model, app.drivers, poller, app.log));
       await app.parts.start(poller, app.metrics);
+      // After the poller (its write queue hears write.effective): at start the value due now is written.
+      await app.parts.start(app.scheduler, app.metrics);
+      await app.parts.start(app.notifier, app.metrics);
       // The senders before the server: they mark late samples from the first hisWrite on, and
       // stop after it, so no write is left unmarked.
       const up = opts.config.uplink;

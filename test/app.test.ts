@@ -10,9 +10,9 @@ t.test('the parts start, listen on the bus, and leave it when they stop', async 
   const r = await startApp(t);
   const wiring = r.app.wiring();
   t.match(wiring, {
-    'records.batch': ['auth', 'writer'],
-    'records.committed': ['auth', 'history-follows-points', 'writer', 'watches', 'driver-loader', 'poller'],
-    'live.changed': ['watches'],
+    'records.batch': ['auth', 'writer', 'alarms', 'schedules', 'alarm-notifier'],
+    'records.committed': ['auth', 'history-follows-points', 'writer', 'alarms', 'watches', 'driver-loader', 'poller', 'schedules', 'alarm-notifier'],
+    'live.changed': ['alarms', 'watches'],
     'write.effective': ['WriteQueue'],
   });
   t.ok(wiring['his.written']?.includes('PointState') === true || wiring['his.written']?.includes('points') === true, 'point state hears history writes itself');

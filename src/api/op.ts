@@ -17,6 +17,8 @@ import type { WatchManager } from '../watch/index.js';
 import type { HistoryStore } from '../store/history.js';
 import type { RollupStore } from '../store/rollups.js';
 import type { Commissioning } from '../poller/commission.js';
+import type { AlarmEngine } from '../alarm/engine.js';
+import type { Scheduler } from '../schedule/scheduler.js';
 
 export type HttpMethod = 'GET' | 'POST';
 
@@ -73,6 +75,10 @@ export interface OpContext {
   drivers?: readonly DriverListing[];
   /** Discovery and learning through the drivers (discover, learn); absent in servers built without drivers.  Loaded on first use; the drivers load their protocol libraries only when asked. */
   commission?: () => Promise<Commissioning>;
+  /** The alarms (alarms, alarmAck, alarmShelve, alarmHistory); absent in servers built without them. */
+  alarms?: AlarmEngine;
+  /** The schedules (the `schedules` op); absent in servers built without them. */
+  schedules?: Scheduler;
 }
 
 export interface OpRequest {

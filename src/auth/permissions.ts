@@ -23,6 +23,8 @@ export const PERMISSIONS = [
   'WATCH',
   'IMPERSONATE',
   'USER_ADMIN',
+  'ALARM_ACK',
+  'ALARM_SHELVE',
 ] as const;
 export type Permission = (typeof PERMISSIONS)[number];
 
@@ -33,6 +35,9 @@ export type Permission = (typeof PERMISSIONS)[number];
  */
 export const LATER_PERMISSIONS: readonly { readonly perm: Permission; readonly before: readonly Permission[] }[] = [
   { perm: 'POINT_WRITE', before: ['MODEL_READ', 'MODEL_CREATE', 'MODEL_UPDATE', 'MODEL_DELETE', 'HIS_READ', 'HIS_WRITE', 'WATCH', 'IMPERSONATE', 'USER_ADMIN'] },
+  // Acknowledging and shelving alarms (docs/alarms.md).
+  { perm: 'ALARM_ACK', before: ['MODEL_READ', 'MODEL_CREATE', 'MODEL_UPDATE', 'MODEL_DELETE', 'HIS_READ', 'HIS_WRITE', 'POINT_WRITE', 'WATCH', 'IMPERSONATE', 'USER_ADMIN'] },
+  { perm: 'ALARM_SHELVE', before: ['MODEL_READ', 'MODEL_CREATE', 'MODEL_UPDATE', 'MODEL_DELETE', 'HIS_READ', 'HIS_WRITE', 'POINT_WRITE', 'WATCH', 'IMPERSONATE', 'USER_ADMIN'] },
 ];
 
 export function isPermission(s: string): s is Permission {

@@ -81,3 +81,13 @@ export class Parts {
     }
   }
 }
+
+/**
+ * Calls `fn` every `ms` until stopped, without keeping the process alive (tests, CLI commands): the
+ * housekeeping timer of a part (the alarms, the schedules, the alarm notifier).
+ */
+export function every(ms: number, fn: () => unknown): { stop(): void } {
+  const timer = setInterval(fn, ms);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
+}

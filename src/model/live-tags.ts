@@ -19,4 +19,10 @@ export const SYNC_TAGS: readonly string[] = ['syncStatus', 'syncErr', 'syncLast'
 /** Commissioning: why change of value fell back to polling (a point), how far a learn got (a connector). */
 export const COMMISSION_TAGS: readonly string[] = ['covErr', 'learnProgress'];
 
-export const LIVE_TAGS: ReadonlySet<string> = new Set([...CUR_TAGS, ...HIS_TAGS, ...CONN_TAGS, ...WRITE_TAGS, ...SYNC_TAGS, ...COMMISSION_TAGS]);
+/**
+ * Alarms (alarm/engine.ts): a point's or connector's worst open alarm (`alarmStatus`: active,
+ * unacked, acked, shelved), and an alarm condition's count of active alarms (`alarmActive`).
+ */
+export const ALARM_TAGS: readonly string[] = ['alarmStatus', 'alarmActive'];
+
+export const LIVE_TAGS: ReadonlySet<string> = new Set([...CUR_TAGS, ...HIS_TAGS, ...CONN_TAGS, ...WRITE_TAGS, ...SYNC_TAGS, ...COMMISSION_TAGS, ...ALARM_TAGS]);

@@ -36,7 +36,7 @@ export type { CommitHook, ModelChange, ModelListener, TransientListener } from '
  * the drivers (`modbusConn`) are primary markers too, learnt from the driver registry at load
  * (ModelOptions.drivers), after `conn`.
  */
-export const PRIMARY_MARKERS: readonly string[] = ['site', 'space', 'equip', 'point', 'device', 'conn', 'weatherStation', 'user', 'role', 'actionPolicy'];
+export const PRIMARY_MARKERS: readonly string[] = ['site', 'space', 'equip', 'point', 'device', 'conn', 'weatherStation', 'user', 'role', 'actionPolicy', 'alarmCond', 'notifyRoute', 'schedule', 'calendar'];
 
 /**
  * What the model knows of the protocol drivers: the driver registry (drivers/registry.ts), given

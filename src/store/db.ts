@@ -99,6 +99,18 @@ export class Store {
   get audit(): Sublevel {
     return this.subs.audit;
   }
+  /** Alarms not yet closed, by condition and source (alarm/alarm-store.ts). */
+  get alarm(): Sublevel {
+    return this.subs.alarm;
+  }
+  /** The bounded log of alarm transitions (alarm/alarm-store.ts). */
+  get alarmLog(): Sublevel {
+    return this.subs.alarmLog;
+  }
+  /** Per notification route, the last alarm log entry its receiver took (alarm/notifier.ts). */
+  get alarmCursor(): Sublevel {
+    return this.subs.alarmCursor;
+  }
 
   get state(): StoreState {
     return this.stateNow;
@@ -122,6 +134,9 @@ export class Store {
       meta: db.sublevel<string, string>('meta', { keyEncoding: 'utf8', valueEncoding: 'utf8' }),
       write: db.sublevel<string, string>('write', { keyEncoding: 'utf8', valueEncoding: 'utf8' }),
       audit: db.sublevel<string, string>('audit', { keyEncoding: 'utf8', valueEncoding: 'utf8' }),
+      alarm: db.sublevel<string, string>('alarm', { keyEncoding: 'utf8', valueEncoding: 'utf8' }),
+      alarmLog: db.sublevel<string, string>('alarmLog', { keyEncoding: 'utf8', valueEncoding: 'utf8' }),
+      alarmCursor: db.sublevel<string, string>('alarmCursor', { keyEncoding: 'utf8', valueEncoding: 'utf8' }),
     };
   }
 
@@ -275,6 +290,9 @@ interface Sublevels {
   meta: Sublevel;
   write: Sublevel;
   audit: Sublevel;
+  alarm: Sublevel;
+  alarmLog: Sublevel;
+  alarmCursor: Sublevel;
 }
 
 function openLevel(dir: string, sizes: StoreSizes): ClassicLevel<string, string> {

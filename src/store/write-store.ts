@@ -44,11 +44,13 @@ export interface AuditEntry {
 
 export const DEFAULT_AUDIT_MAX = 10_000;
 
-function corrupt(what: string, e: unknown): HayloftError {
+/** A stored entry that does not decode: the data folder is damaged (also alarm/alarm-store.ts). */
+export function corrupt(what: string, e: unknown): HayloftError {
   return new HayloftError(ErrorCodes.STORE_UNAVAILABLE, `${what} in the data folder is corrupt: ${(e as Error).message}`, { cause: e });
 }
 
-function auditKey(ts: number, seq: number): string {
+/** A key of a bounded time-ordered log: zero-padded time and sequence, so key order is time order (also the alarm log). */
+export function timeKey(ts: number, seq: number): string {
   return `${String(Math.max(0, Math.floor(ts))).padStart(15, '0')}:${String(seq).padStart(9, '0')}`;
 }
 
@@ -96,7 +98,7 @@ export class WriteStore {
         batch.put(pointId, JSON.stringify(json), { sublevel: this.store.write });
       }
     }
-    for (const e of audit) batch.put(auditKey(e.ts, this.seq++), encodeAudit(e), { sublevel: this.store.audit });
+    for (const e of audit) batch.put(timeKey(e.ts, this.seq++), encodeAudit(e), { sublevel: this.store.audit });
     const over = this.auditCount + audit.length - this.auditMax;
     if (over > 0) {
       let k = 0;

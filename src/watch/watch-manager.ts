@@ -20,7 +20,7 @@ import { HDict, type HNumber, HRef, type HVal, newRecord } from '../haystack/val
 import type { Clock } from '../lib/clock.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
-import { CUR_TAGS } from '../model/live-tags.js';
+import { ALARM_TAGS, CUR_TAGS } from '../model/live-tags.js';
 import type { Model, ModelChange } from '../model/model.js';
 import { type Lease, parseLease } from './lease.js';
 import type { Part } from '../lib/part.js';
@@ -147,10 +147,10 @@ export class WatchManager implements Part {
     if (this.started) return;
     this.started = true;
     this.model.events.on('live.changed', this, (id, changed) => {
-      // Watch rows carry curVal/curStatus/curErr only: other live tags (hisWrite's hisSize,
-      // a write's writeVal) do not report the point again.
+      // Watch rows carry curVal/curStatus/curErr (and alarmStatus) only: other live tags
+      // (hisWrite's hisSize, a write's writeVal) do not report the point again.
       for (let i = 0; i < changed.length; i++) {
-        if (CUR_TAGS.includes(changed[i] as string)) {
+        if (CUR_TAGS.includes(changed[i] as string) || ALARM_TAGS.includes(changed[i] as string)) {
           this.touched(id);
           return;
         }
@@ -445,5 +445,8 @@ function rowOf(rec: HDict): HDict {
   r.curStatus = status;
   const err = rec.get('curErr');
   if (err !== undefined && status !== 'ok') r.curErr = err;
+  // A point's worst open alarm (docs/alarms.md): only while it has one, so other rows are unchanged.
+  const alarm = rec.get('alarmStatus');
+  if (alarm !== undefined) r.alarmStatus = alarm;
   return HDict.adopt(r);
 }

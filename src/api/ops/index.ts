@@ -12,6 +12,8 @@ import { recordOps } from './records.js';
 import { watchOps } from './watch.js';
 import { pointWriteOps } from './point-write.js';
 import { commissionOps } from './commission.js';
+import { alarmOps } from './alarms.js';
+import { scheduleOps } from './schedules.js';
 
 export { aboutOp } from './about.js';
 export { formatsOp } from './formats.js';
@@ -21,9 +23,11 @@ export { watchOps, watchPollOp, watchSubOp, watchUnsubOp } from './watch.js';
 export { hisDeleteOp, hisOps, hisReadOp, hisWriteOp } from './his.js';
 export { pointWriteAuditOp, pointWriteOp, pointWriteOps } from './point-write.js';
 export { commissionOps, discoverOp, driversOp, learnOp } from './commission.js';
+export { alarmAckOp, alarmHistoryOp, alarmOps, alarmShelveOp, alarmsOp } from './alarms.js';
+export { scheduleOps, schedulesOp } from './schedules.js';
 
 /** The server-information ops of docs/spec/interface.md: about, ops, formats. */
 export const infoOps: readonly Op[] = [aboutOp, opsOp, formatsOp];
 
 /** Every op Hayloft serves, in the order `ops` lists them. */
-export const allOps: readonly Op[] = [...infoOps, ...recordOps, ...hisOps, ...watchOps, ...pointWriteOps, ...commissionOps];
+export const allOps: readonly Op[] = [...infoOps, ...recordOps, ...hisOps, ...watchOps, ...pointWriteOps, ...commissionOps, ...alarmOps, ...scheduleOps];
