@@ -79,7 +79,8 @@ export class BacnetDevice {
   /** `${type}:${instance}:${property}` -> value. */
   readonly values = new Map<string, Value | Value[]>();
   silent = false;
-  refuseWrites = false;
+  /** Writes answered with an error: true for write-access-denied, or the class and code to send. */
+  refuseWrites: boolean | { cls: number; code: number } = false;
   ackButIgnore = false;
   /** `${type}:${instance}` -> priority array and relinquish default. */
   private readonly commandables = new Map<string, Commandable>();
@@ -212,8 +213,9 @@ export class BacnetDevice {
       const key = `${objectId.type}:${objectId.instance}`;
       const prio = typeof value.priority === 'number' && value.priority >= 1 && value.priority <= 16 ? value.priority : null;
       this.writePriorities.push(prio);
-      if (this.refuseWrites) {
-        sock.errorResponse(to, ConfirmedServiceChoice.WRITE_PROPERTY, c.invokeId ?? 0, ErrorClass.PROPERTY, ErrorCode.WRITE_ACCESS_DENIED);
+      if (this.refuseWrites !== false) {
+        const r = this.refuseWrites === true ? { cls: ErrorClass.PROPERTY, code: ErrorCode.WRITE_ACCESS_DENIED } : this.refuseWrites;
+        sock.errorResponse(to, ConfirmedServiceChoice.WRITE_PROPERTY, c.invokeId ?? 0, r.cls, r.code);
         return;
       }
       if (!this.knows(objectId.type, objectId.instance)) {

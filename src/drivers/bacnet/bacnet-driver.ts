@@ -45,7 +45,7 @@ import {
 import { durationTag, intTag, uriTag } from '../tags.js';
 import { BacnetCov } from './cov.js';
 import { BACNET_TAGS } from './info.js';
-import { type AppValue, CLASS_OBJECT, CLASS_PROPERTY, CODE_DENIED, CODE_UNRECOGNIZED, REJECT_UNRECOGNIZED_SERVICE, TAG_BOOLEAN, TAG_DOUBLE, TAG_ENUMERATED, TAG_REAL, TAG_SIGNED, TAG_STRING, TAG_UNSIGNED, classify, rawOf, timed } from './wire.js';
+import { type AppValue, bacnetErrorText, CLASS_OBJECT, CLASS_PROPERTY, CODE_DENIED, CODE_UNRECOGNIZED, REJECT_UNRECOGNIZED_SERVICE, TAG_BOOLEAN, TAG_DOUBLE, TAG_ENUMERATED, TAG_REAL, TAG_SIGNED, TAG_STRING, TAG_UNSIGNED, classify, rawOf, timed } from './wire.js';
 import { type BacnetAddress, type DeviceAddress, parseBacnetCur, parseBacnetUri } from './address.js';
 
 type Client = InstanceType<typeof bacnet.default>;
@@ -157,7 +157,7 @@ class BacnetConn implements DriverConn {
     } catch (e) {
       const c = classify(e);
       if (c.kind === 'timeout' || c.kind === 'other') throw this.down(e);
-      throw refusedError(`${what}: the device refused the write at priority ${p.priority} (${e instanceof Error ? e.message : String(e)})`, e);
+      throw refusedError(`${what}: the device refused the write at priority ${p.priority} (${bacnetErrorText(e)})`, e);
     }
     if (a.property !== PROP_PRESENT_VALUE) return;
     // Read the priority array back: the device may acknowledge and still hold something else.
@@ -262,7 +262,7 @@ class BacnetConn implements DriverConn {
       const before = this.per;
       const unknownService = (c.kind === 'error' && (c.code === CODE_UNRECOGNIZED || c.code === CODE_DENIED)) || (c.kind === 'abort' && c.reason === REJECT_UNRECOGNIZED_SERVICE);
       this.per = n > 1 && !unknownService ? Math.ceil(n / 2) : 0;
-      this.driver.log?.(`device ${this.device.address} refused ReadPropertyMultiple of ${n} (${e instanceof Error ? e.message : String(e)}): ${this.per === 0 ? 'ReadProperty from now on' : `batches of ${this.per}`} (was ${before})`);
+      this.driver.log?.(`device ${this.device.address} refused ReadPropertyMultiple of ${n} (${bacnetErrorText(e)}): ${this.per === 0 ? 'ReadProperty from now on' : `batches of ${this.per}`} (was ${before})`);
       return 'retry';
     }
     // Answers come per object, in request order; match them by object and property to be safe.
@@ -288,9 +288,9 @@ class BacnetConn implements DriverConn {
     } catch (e) {
       const c = classify(e);
       if (c.kind === 'error' && (c.cls === CLASS_OBJECT || c.cls === CLASS_PROPERTY)) {
-        out[k] = { err: refusedError(`${what}: the device refused it (${c.cls === CLASS_OBJECT ? 'no such object' : 'no such property'}; error code ${c.code})`, e) };
+        out[k] = { err: refusedError(`${what}: the device refused it (${c.cls === CLASS_OBJECT ? 'no such object' : 'no such property'}; ${bacnetErrorText(e)})`, e) };
       } else if (c.kind === 'error' || c.kind === 'abort') {
-        out[k] = { err: refusedError(`${what}: the device refused it (${e instanceof Error ? e.message : String(e)})`, e) };
+        out[k] = { err: refusedError(`${what}: the device refused it (${bacnetErrorText(e)})`, e) };
       } else throw this.down(e);
     }
   }
