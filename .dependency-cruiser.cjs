@@ -11,6 +11,8 @@ const allowed = {
   watch: ['model', 'haystack', 'lib'],
   auth: ['model', 'store', 'haystack', 'lib'],
   sync: ['model', 'store', 'haystack', 'lib'],
+  // Hayloft as a device of other protocols (BACnet): the model's points shown through a driver's protocol code.
+  export: ['drivers', 'model', 'store', 'haystack', 'lib'],
   api: ['auth', 'watch', 'model', 'store', 'poller', 'haystack', 'lib'],
 };
 const layers = Object.keys(allowed);
