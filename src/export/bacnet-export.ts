@@ -126,6 +126,7 @@ export class BacnetExport implements Part {
         modelName: 'Hayloft edge gateway',
         firmwareRevision: o.version,
         maxSubscriptions: c.maxSubscriptions,
+        ...(c.bbmd === null ? {} : { bbmd: c.bbmd, bbmdTtlS: c.bbmdTtl }),
         ...(c.broadcast === '' ? {} : { broadcastAddress: c.broadcast }),
         log: (level, msg, detail) => o.log[level]({ part: 'bacnet-device', ...detail }, msg),
       },
@@ -171,8 +172,10 @@ export class BacnetExport implements Part {
   }
 
   health(): PartHealth {
+    const f = this.server.foreignStatus();
     return {
       ok: true,
+      ...(f === null ? {} : { bbmd: f.bbmd, bbmdTtl: f.ttlS, bbmdState: f.state, bbmdRegisteredAt: f.registeredAt === null ? null : new Date(f.registeredAt).toISOString(), bbmdError: f.error }),
       instance: this.o.config.instance,
       port: this.o.config.port,
       objects: this.list.length,

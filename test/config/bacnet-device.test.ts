@@ -14,7 +14,7 @@ const base = { zones: { host: () => 'UTC', known: (n: string) => n === 'UTC' }, 
 t.test('off until configured; defaults; the environment over the file', async (t) => {
   t.equal(loadConfig({ ...base, env: {} }).bacnetDevice, null, 'off by default');
   const c = loadConfig({ ...base, env: { HAYLOFT_BACNET_DEVICE_INSTANCE: '1234' } });
-  t.same(c.bacnetDevice, { instance: 1234, name: null, interface: '0.0.0.0', port: 47808, broadcast: '', filter: 'point and bacnetExport', writeAs: null, maxSubscriptions: 1000 }, 'defaults');
+  t.same(c.bacnetDevice, { instance: 1234, name: null, interface: '0.0.0.0', port: 47808, broadcast: '', filter: 'point and bacnetExport', writeAs: null, maxSubscriptions: 1000, bbmd: null, bbmdTtl: 600 }, 'defaults');
   const f = path.join(tempDir(t), 'hayloft.json');
   writeFileSync(f, JSON.stringify({ bacnetDevice: { instance: 7, name: 'Plant', port: 47809, filter: 'point and his', writeAs: 'bms' } }));
   const d = loadConfig({ ...base, env: { HAYLOFT_CONFIG: f, HAYLOFT_BACNET_DEVICE_PORT: '47810' } }).bacnetDevice;

@@ -31,6 +31,7 @@ import bacnet, {
   Segmentation,
   ServicesSupported,
 } from '@bacnet-js/client';
+import { type ForeignStatus, ForeignRegistration } from './foreign.js';
 import type * as ApduModule from '@bacnet-js/client/dist/lib/apdu.js';
 import type * as NpduModule from '@bacnet-js/client/dist/lib/npdu.js';
 import type * as ServicesModule from '@bacnet-js/client/dist/lib/services/index.js';
@@ -110,6 +111,9 @@ export interface DeviceOptions {
   broadcastAddress?: string;
   /** Most COV subscriptions held at once. */
   maxSubscriptions?: number;
+  /** Register as a foreign device with this BBMD (`host:port`) for `bbmdTtlS` seconds (foreign.ts). */
+  bbmd?: string;
+  bbmdTtlS?: number;
   /** How long to wait for a Segment-ACK or a confirmed notification's answer. */
   apduTimeoutMs?: number;
   log?: (level: 'info' | 'warn' | 'debug', msg: string, detail?: Record<string, unknown>) => void;
@@ -209,6 +213,7 @@ export class BacnetDeviceServer {
   private readonly subs = new Map<string, Subscription>();
   private readonly transfers = new Map<string, Transfer>();
   private databaseRevision = 1;
+  private foreign: ForeignRegistration | undefined;
   readonly stats: DeviceStats = { subscriptions: 0, requests: 0, notifications: 0, segmented: 0 };
 
   constructor(
@@ -238,6 +243,16 @@ export class BacnetDeviceServer {
     c.on('writeProperty', (m) => this.guard(() => this.writeProperty(m)));
     c.on('subscribeCov', (m) => this.guard(() => this.subscribeCov(m)));
     this.announce();
+    if (this.opts.bbmd !== undefined) {
+      // Announced through the BBMD once registered, so front-ends on its networks learn of it.
+      this.foreign = new ForeignRegistration(() => this.sock, this.opts.bbmd, this.opts.bbmdTtlS ?? 600, () => Date.now(), this.opts.log, () => this.announce());
+      this.foreign.start();
+    }
+  }
+
+  /** The foreign-device registration, when a BBMD is configured. */
+  foreignStatus(): ForeignStatus | null {
+    return this.foreign?.status() ?? null;
   }
 
   /** The socket, for the foreign-device registration that shares it. */
@@ -246,6 +261,7 @@ export class BacnetDeviceServer {
   }
 
   stop(): void {
+    this.foreign?.stop();
     const c = this.sock;
     this.sock = undefined;
     this.subs.clear();
@@ -257,9 +273,15 @@ export class BacnetDeviceServer {
     }
   }
 
-  /** I-Am to the broadcast address (or `to`). */
-  announce(to?: { address: string; distributeBroadcastToNetwork?: boolean }): void {
-    this.sock?.iAmResponse(to ?? (null as never), this.opts.instance, Segmentation.SEGMENTED_BOTH, VENDOR_ID);
+  /**
+   * I-Am to the local broadcast address and, while registered as a foreign device, to the BBMD's
+   * networks (Distribute-Broadcast-To-Network).
+   */
+  announce(): void {
+    const c = this.sock;
+    if (c === undefined) return;
+    c.iAmResponse(null as never, this.opts.instance, Segmentation.SEGMENTED_BOTH, VENDOR_ID);
+    if (this.foreign?.status().state === 'registered') c.iAmResponse({ address: this.opts.bbmd, distributeBroadcastToNetwork: true }, this.opts.instance, Segmentation.SEGMENTED_BOTH, VENDOR_ID);
   }
 
   /** The object list changed (objects added, removed or renamed): the database revision moves. */
@@ -306,15 +328,17 @@ export class BacnetDeviceServer {
     }
   }
 
-  private whoIs(m: { header?: { sender?: { address?: string } }; payload: { lowLimit?: number; highLimit?: number } }): void {
+  private whoIs(m: { header?: { sender?: { address?: string; forwardedFrom?: string | null } }; payload: { lowLimit?: number; highLimit?: number } }): void {
     const { lowLimit, highLimit } = m.payload;
     const id = this.opts.instance;
     if ((lowLimit !== undefined && id < lowLimit) || (highLimit !== undefined && id > highLimit)) return;
     // I-Am is broadcast (clause 16.10.2), so every client on the network learns of the device; a
     // Who-Is forwarded from another network (a BBMD) is answered to its sender as well.
     this.announce();
-    const sender = m.header?.sender?.address;
-    if (sender !== undefined) this.sock?.iAmResponse({ address: sender }, id, Segmentation.SEGMENTED_BOTH, VENDOR_ID);
+    // And to the asker: directly, also when its Who-Is was forwarded by a BBMD (forwardedFrom).
+    const s = m.header?.sender;
+    const asker = s?.forwardedFrom ?? s?.address;
+    if (asker !== undefined && asker !== null) this.sock?.iAmResponse({ address: asker }, id, Segmentation.SEGMENTED_BOTH, VENDOR_ID);
   }
 
   private whoHas(m: { header?: { sender?: { address?: string } }; payload: { lowLimit?: number; highLimit?: number; objectId?: { type: number; instance: number }; objectName?: string } }): void {
