@@ -349,6 +349,7 @@ export class App {
       // A protocol library is loaded when the first record of its kind exists (drivers/kinds.ts).
       await app.drivers.loadFor((tag) => app.model.idsWithTag(tag).length > 0);
       await app.parts.start(driversFollowRecords(app.model, app.drivers, poller, app.log));
+      if (opts.config.bacnetBbmd !== '') await app.parts.start(bacnetBbmdHealth(app.drivers, opts.config.bacnetBbmd));
       await app.parts.start(poller, app.metrics);
       // The senders before the server: they mark late samples from the first hisWrite on, and
       // stop after it, so no write is left unmarked.
@@ -454,6 +455,22 @@ function dropHistory(history: HistoryStore, id: string, log: Logger): void {
   history.deleteAll(id).catch((err: unknown) => log.error({ err, pointId: id }, 'cannot delete the history of a deleted point'));
 }
 
+/**
+ * The client side's foreign-device registration in /api/health (docs/drivers.md): the BACnet
+ * driver registers its socket while it is open (while BACnet connectors exist or a discover runs).
+ */
+function bacnetBbmdHealth(drivers: DriverRegistry, bbmd: string): Part {
+  return {
+    name: 'bacnet-bbmd',
+    health() {
+      const d = drivers.byName('bacnet') as { foreignStatus?: () => { state: string; ttlS: number; registeredAt: number | null; error: string | null } | null } | undefined;
+      const f = d?.foreignStatus?.() ?? null;
+      if (f === null) return { ok: true, bbmd, bbmdState: 'idle' };
+      return { ok: true, bbmd, bbmdTtl: f.ttlS, bbmdState: f.state, bbmdRegisteredAt: f.registeredAt === null ? null : new Date(f.registeredAt).toISOString(), bbmdError: f.error };
+    },
+  };
+}
+
 /** A protocol library is loaded when the first record of its kind is created (drivers/kinds.ts). */
 function driversFollowRecords(model: Model, drivers: DriverRegistry, poller: Poller, log: Logger): Part {
   const part: Part = {
@@ -487,6 +504,7 @@ function driversOf(c: Config, log: Logger): DriverRegistry {
         port: c.bacnetPort,
         timeoutMs: c.bacnetTimeoutMs,
         ...(c.bacnetBroadcast === '' ? {} : { broadcastAddress: c.bacnetBroadcast }),
+        ...(c.bacnetBbmd === '' ? {} : { bbmd: c.bacnetBbmd, bbmdTtlS: c.bacnetBbmdTtl }),
         log: (message) => log.info({ driver: 'bacnet' }, message),
       },
     }),

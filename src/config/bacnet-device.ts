@@ -4,7 +4,7 @@
  * unknown keys refused, every problem reported with the others as `bacnetDevice.<key>`.
  */
 import { isIPv4 } from 'node:net';
-import { type Parsed, type SectionContext, type SectionKeys, type SectionProblem, filter, integer, loadSection, redactSection, text } from './section.js';
+import { type Parsed, type SectionContext, type SectionKeys, type SectionProblem, bbmdAddress, filter, integer, loadSection, redactSection, text } from './section.js';
 
 export interface BacnetDeviceConfig {
   /** The device instance, 0-4194302: unique on the BACnet internetwork. */
@@ -29,14 +29,6 @@ export interface BacnetDeviceConfig {
   readonly bbmdTtl: number;
 }
 
-function hostPort(raw: unknown): Parsed<string> {
-  const expected = 'the BBMD as an IPv4 host[:port], such as 10.1.2.3 or 10.1.2.3:47808';
-  if (typeof raw !== 'string') return { expected };
-  const m = /^(\d+\.\d+\.\d+\.\d+)(?::(\d{1,5}))?$/.exec(raw.trim());
-  if (m === null || !isIPv4(m[1] as string) || (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 65535))) return { expected };
-  return { ok: `${m[1] as string}:${m[2] ?? '47808'}` };
-}
-
 function ipv4(raw: unknown, what: string): Parsed<string> {
   const r = text(raw, what);
   return 'ok' in r && !isIPv4(r.ok) ? { expected: what } : r;
@@ -56,7 +48,7 @@ const KEYS: SectionKeys<BacnetDeviceConfig> = {
   filter: { default: 'point and bacnetExport', parse: (raw, ctx) => filter(raw, ctx, 'point and bacnetExport, or point and equipRef->name=="ahu1"') },
   writeAs: { env: 'HAYLOFT_BACNET_DEVICE_WRITE_AS', default: null, parse: (raw) => text(raw, 'the Hayloft user name BACnet writes are checked against') },
   maxSubscriptions: { default: 1000, parse: (raw) => integer(raw, 1, 100_000) },
-  bbmd: { env: 'HAYLOFT_BACNET_DEVICE_BBMD', default: null, parse: hostPort },
+  bbmd: { env: 'HAYLOFT_BACNET_DEVICE_BBMD', default: null, parse: (raw) => bbmdAddress(raw, false) },
   // The BBMD keeps an entry TTL + 30 s; BVLC carries the TTL in 16 bits.
   bbmdTtl: { env: 'HAYLOFT_BACNET_DEVICE_BBMD_TTL', default: 600, parse: (raw) => integer(raw, 2, 65535) },
 };

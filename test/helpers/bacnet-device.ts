@@ -94,6 +94,7 @@ export class BacnetDevice {
   /** Where requests came from, as the library names senders (`host`, or `host:port` off 47808). */
   readonly senders = new Set<string>();
   private sock: Client | undefined;
+  private bbmd: string | undefined;
 
   constructor(readonly opts: DeviceOptions) {}
 
@@ -288,10 +289,21 @@ export class BacnetDevice {
       const { lowLimit, highLimit } = c.payload as { lowLimit?: number; highLimit?: number };
       const id = this.opts.deviceInstance;
       if ((lowLimit !== undefined && id < lowLimit) || (highLimit !== undefined && id > highLimit)) return;
+      if (this.bbmd !== undefined) {
+        // A foreign device broadcasts its I-Am through its BBMD (Distribute-Broadcast-To-Network).
+        sock.iAmResponse({ address: this.bbmd, distributeBroadcastToNetwork: true }, id, Segmentation.SEGMENTED_BOTH, this.opts.vendorId ?? 999);
+        return;
+      }
       const to = this.sender(c);
       sock.iAmResponse(to, id, this.opts.maxList === undefined ? Segmentation.SEGMENTED_BOTH : Segmentation.NO_SEGMENTATION, this.opts.vendorId ?? 999);
     });
     this.sock = sock;
+  }
+
+  /** Registers as a foreign device with a BBMD (`host:port`); Who-Is is then answered through it. */
+  async registerForeign(bbmd: string, ttl = 60): Promise<void> {
+    await this.sock?.registerForeignDevice({ address: bbmd }, ttl);
+    this.bbmd = bbmd;
   }
 
   private sender(c: { header?: { sender?: { address?: string } } }): { address: string } {

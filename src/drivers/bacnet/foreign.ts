@@ -32,6 +32,7 @@ export class ForeignRegistration {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private failuresInRow = 0;
   private stopped = false;
+  private first: Promise<void> | undefined;
   private readonly st: ForeignStatus;
 
   constructor(
@@ -51,7 +52,15 @@ export class ForeignRegistration {
   }
 
   start(): void {
-    void this.register();
+    this.first = this.register();
+  }
+
+  /** Resolves once the first attempt has an outcome (or after `ms`): true when registered. */
+  async settled(ms: number): Promise<boolean> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([this.first, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+    clearTimeout(timer);
+    return this.st.state === 'registered';
   }
 
   stop(): void {
