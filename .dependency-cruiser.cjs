@@ -13,6 +13,8 @@ const allowed = {
   sync: ['model', 'store', 'haystack', 'lib'],
   alarm: ['model', 'store', 'haystack', 'lib'],
   schedule: ['model', 'haystack', 'lib'],
+  // Hayloft as a device of other protocols (BACnet): the model's points shown through a driver's protocol code.
+  export: ['drivers', 'model', 'store', 'haystack', 'lib'],
   api: ['auth', 'watch', 'alarm', 'schedule', 'model', 'store', 'poller', 'haystack', 'lib'],
 };
 const layers = Object.keys(allowed);

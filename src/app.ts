@@ -43,6 +43,7 @@ import { Uplink } from './sync/index.js';
 import { DriverRegistry } from './drivers/registry.js';
 import { builtinDriverKinds } from './drivers/kinds.js';
 import type { CommandWrite, EdgeNode } from './sync/mqtt/index.js';
+import type { BacnetExport } from './export/index.js';
 import { gateOfUser } from './auth/gate.js';
 import { Poller } from './poller/index.js';
 import type { Commissioning } from './poller/commission.js';
@@ -188,6 +189,8 @@ export class App {
   uplink: Uplink | null = null;
   /** The Sparkplug B edge node while serving, when an mqtt section is configured and enabled. */
   edgeNode: EdgeNode | null = null;
+  /** Hayloft as a BACnet/IP device while serving, when a bacnetDevice section is configured. */
+  bacnetDevice: BacnetExport | null = null;
   /** The poller while serving: reads devices into curVal/curStatus/curErr and collects history. */
   poller: Poller | null = null;
   private commissioning: Commissioning | undefined;
@@ -449,6 +452,7 @@ export class App {
       // A protocol library is loaded when the first record of its kind exists (drivers/kinds.ts).
       await app.drivers.loadFor((tag) => app.model.idsWithTag(tag).length > 0);
       await app.parts.start(driversFollowRecords(app.model, app.drivers, poller, app.log));
+      if (opts.config.bacnetBbmd !== '') await app.parts.start(bacnetBbmdHealth(app.drivers, opts.config.bacnetBbmd));
       await app.parts.start(poller, app.metrics);
       // After the poller (its write queue hears write.effective): at start the value due now is written.
       await app.parts.start(app.scheduler, app.metrics);
@@ -467,6 +471,22 @@ export class App {
         app.edgeNode = new EdgeNode({ config: mq, model: app.model, history: app.history, store: app.store, clock, log: app.log, commands: (w) => app.command(w), trust: app.clockTrust, fedByDriver: (rec) => app.points.fedByDriver(rec), figures: () => app.nodeFigures(), reboot: (r) => app.restart(r) });
         await app.parts.start(app.edgeNode, app.metrics);
       }
+      const bd = opts.config.bacnetDevice;
+      if (bd !== null) {
+        // Loaded only when configured, like the edge node: the BACnet library is not loaded otherwise.
+        const { BacnetExport } = await import('./export/index.js');
+        app.bacnetDevice = new BacnetExport({
+          config: bd,
+          serverName: opts.config.serverName,
+          version: productVersion(),
+          model: app.model,
+          writer: app.writer,
+          store: app.store,
+          log: app.log,
+          write: (w) => app.command({ pointId: w.pointId, value: w.val, level: w.level, who: w.who, user: w.user }, 'bacnetDevice writeAs'),
+        });
+        await app.parts.start(app.bacnetDevice, app.metrics);
+      }
       await app.parts.start({ name: 'http', start: () => app.listen(opts.config), stop: () => app.server.close() });
       app.log.debug({ parts: app.parts.list().map((p) => p.name), events: app.wiring() }, 'parts started, and who listens to what');
     } catch (e) {
@@ -482,12 +502,12 @@ export class App {
   }
 
   /**
-   * A DCMD from an MQTT host application, written through pointWrite's path: the priority array
+   * A DCMD from an MQTT host application (or a BACnet WriteProperty), written through pointWrite's path: the priority array
    * at the configured level, authorised by the gate of the configured Hayloft user as its
    * pointWrite would be (auth/gate.ts), audited like any write.
    */
-  private async command(w: CommandWrite): Promise<void> {
-    const gate = gateOfUser(this.auth, w.user, 'mqtt writeAs');
+  private async command(w: CommandWrite, role = 'mqtt writeAs'): Promise<void> {
+    const gate = gateOfUser(this.auth, w.user, role);
     const val = w.value === null ? null : typeof w.value === 'number' ? new HNumber(w.value) : w.value;
     await this.writer.write({ id: w.pointId, level: w.level, val, who: w.who, actor: { user: w.user }, authorize: gate.authorizeWrite });
   }
@@ -542,6 +562,22 @@ function dropHistory(history: HistoryStore, rollups: RollupStore, id: string, lo
   rollups.dropPoint(id).catch((err: unknown) => log.error({ err, pointId: id }, 'cannot delete the history rollups of a deleted point'));
 }
 
+/**
+ * The client side's foreign-device registration in /api/health (docs/drivers.md): the BACnet
+ * driver registers its socket while it is open (while BACnet connectors exist or a discover runs).
+ */
+function bacnetBbmdHealth(drivers: DriverRegistry, bbmd: string): Part {
+  return {
+    name: 'bacnet-bbmd',
+    health() {
+      const d = drivers.byName('bacnet') as { foreignStatus?: () => { state: string; ttlS: number; registeredAt: number | null; error: string | null } | null } | undefined;
+      const f = d?.foreignStatus?.() ?? null;
+      if (f === null) return { ok: true, bbmd, bbmdState: 'idle' };
+      return { ok: true, bbmd, bbmdTtl: f.ttlS, bbmdState: f.state, bbmdRegisteredAt: f.registeredAt === null ? null : new Date(f.registeredAt).toISOString(), bbmdError: f.error };
+    },
+  };
+}
+
 /** A protocol library is loaded when the first record of its kind is created (drivers/kinds.ts). */
 function driversFollowRecords(model: Model, drivers: DriverRegistry, poller: Poller, log: Logger): Part {
   const part: Part = {
@@ -575,6 +611,7 @@ function driversOf(c: Config, log: Logger): DriverRegistry {
         port: c.bacnetPort,
         timeoutMs: c.bacnetTimeoutMs,
         ...(c.bacnetBroadcast === '' ? {} : { broadcastAddress: c.bacnetBroadcast }),
+        ...(c.bacnetBbmd === '' ? {} : { bbmd: c.bacnetBbmd, bbmdTtlS: c.bacnetBbmdTtl }),
         log: (message) => log.info({ driver: 'bacnet' }, message),
       },
     }),

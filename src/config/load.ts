@@ -17,6 +17,7 @@ import type * as Yaml from 'yaml';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { CONFIG_KEYS, CONFIG_SECTIONS, type Config, SCHEMA, type SchemaContext, type ZoneLookup } from './schema.js';
 import { loadMqtt } from './mqtt.js';
+import { loadBacnetDevice } from './bacnet-device.js';
 import { loadUplink } from './uplink.js';
 
 export const CONFIG_ENV = 'HAYLOFT_CONFIG';
@@ -173,6 +174,9 @@ export function loadConfig(opts: LoadConfigOptions): Config {
   const mqtt = loadMqtt(fromFile.mqtt, configFile, env, opts.checkFilter ? { checkFilter: opts.checkFilter } : {});
   problems.push(...mqtt.problems);
   out.mqtt = mqtt.value;
+  const bacnetDevice = loadBacnetDevice(fromFile.bacnetDevice, configFile, env, opts.checkFilter ? { checkFilter: opts.checkFilter } : {});
+  problems.push(...bacnetDevice.problems);
+  out.bacnetDevice = bacnetDevice.value;
   // Both keep cursors in the data folder under their name: one name would mix their backlogs.
   if (uplink.value !== null && mqtt.value !== null && uplink.value.name === mqtt.value.name) {
     problems.push({ key: 'mqtt.name', source: configFile ?? 'config', expected: `a name other than the uplink's ("${uplink.value.name}")` });

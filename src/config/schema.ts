@@ -6,10 +6,11 @@
  */
 import { isIPv4 } from 'node:net';
 import os from 'node:os';
+import type { BacnetDeviceConfig } from './bacnet-device.js';
 import type { MqttConfig } from './mqtt.js';
 import type { UplinkConfig } from './uplink.js';
 // The value parsers every section shares (the uplink and mqtt sections read them too).
-import { bool as boolean, integer, text } from './section.js';
+import { bbmdAddress, bool as boolean, integer, text } from './section.js';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -101,19 +102,25 @@ export interface Config {
   readonly bacnetTimeoutMs: number;
   /** Where a broadcast Who-Is (discover) goes; empty: the library's 255.255.255.255. */
   readonly bacnetBroadcast: string;
+  /** A BBMD (`host:port`) the client side registers with as a foreign device; empty: none. */
+  readonly bacnetBbmd: string;
+  /** That registration's time-to-live in s. */
+  readonly bacnetBbmdTtl: number;
   /** The uplink to an upstream service (src/config/uplink.ts), or null when none is configured. */
   readonly uplink: UplinkConfig | null;
   /** The Sparkplug B edge node (src/config/mqtt.ts), or null when none is configured. */
   readonly mqtt: MqttConfig | null;
+  /** Hayloft as a BACnet/IP device (src/config/bacnet-device.ts), or null when not configured. */
+  readonly bacnetDevice: BacnetDeviceConfig | null;
   /** The config file read, or null when none was. */
   readonly configFile: string | null;
 }
 
 /** The top-level scalar keys a config file or the environment may set (sections have their own tables). */
-export type ConfigKey = Exclude<keyof Config, 'configFile' | 'uplink' | 'mqtt'>;
+export type ConfigKey = Exclude<keyof Config, 'configFile' | 'uplink' | 'mqtt' | 'bacnetDevice'>;
 
 /** Nested sections of the config file, each an object with its own keys. */
-export const CONFIG_SECTIONS = ['uplink', 'mqtt'] as const;
+export const CONFIG_SECTIONS = ['uplink', 'mqtt', 'bacnetDevice'] as const;
 
 /**
  * Time zones live in src/haystack, which config may not import (docs/design/README.md dependency
@@ -375,6 +382,17 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
     env: 'HAYLOFT_BACNET_TIMEOUT_MS',
     default: () => 3000,
     parse: (raw) => integer(raw, 100, 60_000),
+  },
+  // Devices on other subnets, through a BBMD (Annex J): a foreign-device registration.
+  bacnetBbmd: {
+    env: 'HAYLOFT_BACNET_BBMD',
+    default: () => '',
+    parse: (raw) => bbmdAddress(raw, true),
+  },
+  bacnetBbmdTtl: {
+    env: 'HAYLOFT_BACNET_BBMD_TTL',
+    default: () => 600,
+    parse: (raw) => integer(raw, 2, 65535),
   },
   // The subnet's broadcast address (192.168.1.255) when the limited broadcast 255.255.255.255
   // does not reach the devices: a host with several networks sends that one out of its default route.

@@ -5,6 +5,7 @@
  * `<section>.<key>` and returned with the others so the caller reports them all at once.
  * Checks that involve several keys stay with the section (its crossCheck).
  */
+import { isIPv4 } from 'node:net';
 
 /** A parser returns the typed value, or a string saying what was expected. */
 export type Parsed<T> = { ok: T } | { expected: string };
@@ -58,6 +59,15 @@ export function decimal(raw: unknown, max: number): Parsed<number> {
   else return { expected };
   if (!Number.isFinite(n) || n < 0 || n > max) return { expected };
   return { ok: n };
+}
+
+/** A BBMD's address, `host[:port]` with an IPv4 host, as `host:port` (47808 by default); '' when `empty` allows none. */
+export function bbmdAddress(raw: unknown, empty: boolean): Parsed<string> {
+  const expected = `the BBMD as an IPv4 host[:port], such as 10.1.2.3 or 10.1.2.3:47808${empty ? ' (empty: none)' : ''}`;
+  if (empty && typeof raw === 'string' && raw.trim() === '') return { ok: '' };
+  const m = typeof raw === 'string' ? /^(\d+\.\d+\.\d+\.\d+)(?::(\d{1,5}))?$/.exec(raw.trim()) : null;
+  if (m === null || !isIPv4(m[1] as string) || (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 65535))) return { expected };
+  return { ok: `${m[1] as string}:${m[2] ?? '47808'}` };
 }
 
 export function bool(raw: unknown): Parsed<boolean> {

@@ -89,9 +89,16 @@ export class CovManager {
     if (wasPushed) this.opts.moved(p.connId);
   }
 
-  /** The connector answers again after being down: its points try COV again now. */
+  /**
+   * The connector answers again after being down: its polled points try COV again now, and its
+   * pushed ones renew now (a device that restarted while it was away has forgotten them; the
+   * poller reads them once meanwhile, so they do not wait for a change to be `ok` again).
+   */
   connectorBack(connId: string): void {
-    for (const p of this.points.values()) if (p.connId === connId && p.state === 'polled') this.retryNow(p);
+    for (const p of this.points.values()) {
+      if (p.connId !== connId) continue;
+      if (p.state === 'polled' || p.state === 'pushed') this.retryNow(p);
+    }
   }
 
   stop(): void {

@@ -395,6 +395,7 @@ export class Poller implements Part {
     // Samples are dated on the wall clock; the stale check measures on the monotonic one.
     const now = this.clock.now();
     this.state.setPolled(cs.id, now, true);
+    const wasDown = cs.failures > 0;
     this.connUp(cs);
     b.lastOk = this.clock.monotonic();
     b.stale = false;
@@ -402,6 +403,32 @@ export class Poller implements Part {
       const ps = points[i] as Polled;
       if (this.points.get(ps.id) !== ps) continue; // changed or removed while reading
       this.apply(ps, results[i], now);
+    }
+    return wasDown ? this.readPushed(cs) : true;
+  }
+
+  /**
+   * The connector answers again after being down: its points pushed by change of value were
+   * taken down with it, and their device sends nothing until a value changes (or, restarted, has
+   * forgotten the subscription). They are read once now, in this poll cycle, so they are `ok`
+   * again with the polled ones (the subscriptions are renewed beside: cov.ts connectorBack).
+   */
+  private async readPushed(cs: ConnState): Promise<boolean> {
+    const pushed = [...(this.byConn.get(cs.id) ?? [])].filter((ps) => ps.conn === cs && ps.prepared !== undefined && this.cov.pushed(ps.id));
+    if (pushed.length === 0) return true;
+    let results;
+    try {
+      results = await (cs.conn as DriverConn).read(pushed.map((ps) => ps.prepared as PreparedPoint));
+    } catch (e) {
+      if (cs.closed) return false;
+      this.connDown(cs, e);
+      return false;
+    }
+    if (cs.closed) return false;
+    const now = this.clock.now();
+    for (let i = 0; i < pushed.length; i++) {
+      const ps = pushed[i] as Polled;
+      if (this.points.get(ps.id) === ps) this.apply(ps, results[i], now);
     }
     return true;
   }

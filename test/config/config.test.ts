@@ -71,8 +71,11 @@ t.test('defaults', async (t) => {
     bacnetTimeoutMs: 3000,
     ...GUARD_DEFAULTS,
     bacnetBroadcast: '',
+    bacnetBbmd: '',
+    bacnetBbmdTtl: 600,
     uplink: null,
     mqtt: null,
+    bacnetDevice: null,
     configFile: null,
   });
   t.ok(Object.isFrozen(c), 'frozen');
@@ -115,8 +118,11 @@ t.test('file, then environment over it, then --config choosing the file', async 
     bacnetTimeoutMs: 3000,
     ...GUARD_DEFAULTS,
     bacnetBroadcast: '',
+    bacnetBbmd: '',
+    bacnetBbmdTtl: 600,
     uplink: null,
     mqtt: null,
+    bacnetDevice: null,
     configFile: f,
   });
   const env = { HAYLOFT_CONFIG: f, HAYLOFT_DATA_DIR: 'd2', HAYLOFT_HOST: '::1', HAYLOFT_PORT: '0', HAYLOFT_DEBUG: 'no', HAYLOFT_LOG_LEVEL: 'WARN' };
@@ -195,10 +201,11 @@ t.test('BACnet/IP socket: file, then environment over it', async (t) => {
   t.match(over, { bacnetInterface: '127.0.0.3', bacnetPort: 48000, bacnetTimeoutMs: 100 }, 'the environment wins (spaces trimmed)');
   t.match(loadConfig({ ...base, env: { HAYLOFT_BACNET_PORT: '65535', HAYLOFT_BACNET_TIMEOUT_MS: '60000' } }), { bacnetPort: 65535, bacnetTimeoutMs: 60_000 }, 'the upper bounds');
   t.match(loadConfig({ ...base, env: { HAYLOFT_BACNET_BROADCAST: ' 192.168.1.255 ' } }), { bacnetBroadcast: '192.168.1.255' }, 'a broadcast address for discovery');
-  const problems = problemsOf(t, { ...base, env: { HAYLOFT_BACNET_INTERFACE: 'eth0', HAYLOFT_BACNET_PORT: '70000', HAYLOFT_BACNET_TIMEOUT_MS: '0', HAYLOFT_BACNET_BROADCAST: 'lan' } });
+  t.match(loadConfig({ ...base, env: { HAYLOFT_BACNET_BBMD: '10.1.2.3', HAYLOFT_BACNET_BBMD_TTL: '120' } }), { bacnetBbmd: '10.1.2.3:47808', bacnetBbmdTtl: 120 }, 'a BBMD, port 47808 by default');
+  const problems = problemsOf(t, { ...base, env: { HAYLOFT_BACNET_INTERFACE: 'eth0', HAYLOFT_BACNET_PORT: '70000', HAYLOFT_BACNET_TIMEOUT_MS: '0', HAYLOFT_BACNET_BBMD: 'bbmd.local', HAYLOFT_BACNET_BBMD_TTL: '1', HAYLOFT_BACNET_BROADCAST: 'lan' } });
   t.same(
     problems.map((p) => p.key),
-    ['bacnetInterface', 'bacnetPort', 'bacnetTimeoutMs', 'bacnetBroadcast'],
+    ['bacnetInterface', 'bacnetPort', 'bacnetTimeoutMs', 'bacnetBbmd', 'bacnetBbmdTtl', 'bacnetBroadcast'],
     'every BACnet problem at once',
   );
 });

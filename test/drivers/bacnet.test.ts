@@ -6,10 +6,11 @@
  * wire independently of the library both sides use.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { ObjectType, PropertyIdentifier } from '@bacnet-js/client';
+import { ErrorClass, ErrorCode, ObjectType, PropertyIdentifier } from '@bacnet-js/client';
 import t from 'tap';
 import { BacnetDriver } from '../../src/drivers/bacnet/bacnet-driver.js';
 import { parseBacnetCur } from '../../src/drivers/bacnet/address.js';
+import { tagName } from '../../src/drivers/bacnet/learn.js';
 import type { ConnSpec, PointSpec, RawValue } from '../../src/drivers/driver.js';
 import { HDict, HNumber, HUri, MARKER } from '../../src/haystack/values.js';
 import { ErrorCodes } from '../../src/lib/errors.js';
@@ -66,6 +67,16 @@ const conn = (uri: string, extra: Record<string, unknown> = {}): ConnSpec => ({
   tags: HDict.of({ bacnetConn: MARKER, uri: new HUri(uri), timeout: new HNumber(300, 'ms'), ...extra }),
 });
 const driver = (): BacnetDriver => new BacnetDriver({ interface: CLIENT });
+
+t.test('learned names from object names', async (t) => {
+  t.equal(tagName('ANALOG INPUT 1', 'ai1'), 'analogInput1', 'upper case words');
+  t.equal(tagName('AHU1 SAT', 'ai1'), 'ahu1Sat', 'acronyms with digits');
+  t.equal(tagName('Zone Temp 1', 'ai1'), 'zoneTemp1');
+  t.equal(tagName('SupplyAirTemp', 'ai1'), 'supplyAirTemp', 'camelCase keeps its capitals');
+  t.equal(tagName('CO2 level', 'ai1'), 'co2Level');
+  t.equal(tagName('2ND MODE', 'msv6'), 'msv2ndMode', 'a leading digit takes the type');
+  t.equal(tagName('---', 'ai7'), 'ai7', 'nothing left');
+});
 
 t.test('bacnetCur addresses', async (t) => {
   t.same(parseBacnetCur('AI1'), { type: AI, instance: 1, property: PropertyIdentifier.PRESENT_VALUE, text: 'AI1' });
@@ -157,7 +168,9 @@ t.test('a device that refuses writes, or acknowledges and keeps nothing, is a fa
   const write = c.write?.bind(c) as NonNullable<typeof c.write>;
   const p = (c.prepareWrite as NonNullable<typeof c.prepareWrite>)(writePoint('AV50'));
   dev.refuseWrites = true;
-  await t.rejects(write(p, 5), { code: ErrorCodes.DRIVER_REFUSED, message: /refused the write at priority 16/ });
+  await t.rejects(write(p, 5), { code: ErrorCodes.DRIVER_REFUSED, message: /refused the write at priority 16 \(property: write-access-denied\)/ });
+  dev.refuseWrites = { cls: ErrorClass.PROPERTY, code: ErrorCode.VALUE_OUT_OF_RANGE };
+  await t.rejects(write(p, 5), { code: ErrorCodes.DRIVER_REFUSED, message: /refused the write at priority 16 \(property: value-out-of-range\)$/ }, 'class and code by their names');
   dev.refuseWrites = false;
   dev.ackButIgnore = true;
   await t.rejects(write(p, 5), { code: ErrorCodes.DRIVER_REFUSED, message: /acknowledged the write but its priority array holds nothing \(NULL\) at priority 16, not 5/ });

@@ -79,7 +79,8 @@ export class BacnetDevice {
   /** `${type}:${instance}:${property}` -> value. */
   readonly values = new Map<string, Value | Value[]>();
   silent = false;
-  refuseWrites = false;
+  /** Writes answered with an error: true for write-access-denied, or the class and code to send. */
+  refuseWrites: boolean | { cls: number; code: number } = false;
   ackButIgnore = false;
   /** `${type}:${instance}` -> priority array and relinquish default. */
   private readonly commandables = new Map<string, Commandable>();
@@ -93,6 +94,7 @@ export class BacnetDevice {
   /** Where requests came from, as the library names senders (`host`, or `host:port` off 47808). */
   readonly senders = new Set<string>();
   private sock: Client | undefined;
+  private bbmd: string | undefined;
 
   constructor(readonly opts: DeviceOptions) {}
 
@@ -212,8 +214,9 @@ export class BacnetDevice {
       const key = `${objectId.type}:${objectId.instance}`;
       const prio = typeof value.priority === 'number' && value.priority >= 1 && value.priority <= 16 ? value.priority : null;
       this.writePriorities.push(prio);
-      if (this.refuseWrites) {
-        sock.errorResponse(to, ConfirmedServiceChoice.WRITE_PROPERTY, c.invokeId ?? 0, ErrorClass.PROPERTY, ErrorCode.WRITE_ACCESS_DENIED);
+      if (this.refuseWrites !== false) {
+        const r = this.refuseWrites === true ? { cls: ErrorClass.PROPERTY, code: ErrorCode.WRITE_ACCESS_DENIED } : this.refuseWrites;
+        sock.errorResponse(to, ConfirmedServiceChoice.WRITE_PROPERTY, c.invokeId ?? 0, r.cls, r.code);
         return;
       }
       if (!this.knows(objectId.type, objectId.instance)) {
@@ -286,10 +289,21 @@ export class BacnetDevice {
       const { lowLimit, highLimit } = c.payload as { lowLimit?: number; highLimit?: number };
       const id = this.opts.deviceInstance;
       if ((lowLimit !== undefined && id < lowLimit) || (highLimit !== undefined && id > highLimit)) return;
+      if (this.bbmd !== undefined) {
+        // A foreign device broadcasts its I-Am through its BBMD (Distribute-Broadcast-To-Network).
+        sock.iAmResponse({ address: this.bbmd, distributeBroadcastToNetwork: true }, id, Segmentation.SEGMENTED_BOTH, this.opts.vendorId ?? 999);
+        return;
+      }
       const to = this.sender(c);
       sock.iAmResponse(to, id, this.opts.maxList === undefined ? Segmentation.SEGMENTED_BOTH : Segmentation.NO_SEGMENTATION, this.opts.vendorId ?? 999);
     });
     this.sock = sock;
+  }
+
+  /** Registers as a foreign device with a BBMD (`host:port`); Who-Is is then answered through it. */
+  async registerForeign(bbmd: string, ttl = 60): Promise<void> {
+    await this.sock?.registerForeignDevice({ address: bbmd }, ttl);
+    this.bbmd = bbmd;
   }
 
   private sender(c: { header?: { sender?: { address?: string } } }): { address: string } {

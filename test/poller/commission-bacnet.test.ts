@@ -38,7 +38,7 @@ t.test('discover, connector from uri, learn, points from proposals, curVal', asy
   a.set(BV, 4, enumerated(1));
   a.set(BV, 4, str('Occupied'), P.OBJECT_NAME);
   a.set(BO, 5, enumerated(0));
-  a.set(BO, 5, str('Fan Cmd'), P.OBJECT_NAME);
+  a.set(BO, 5, str('FAN CMD'), P.OBJECT_NAME); // upper case: fanCmd, not fANCMD
   a.set(MSV, 6, unsigned(2));
   a.set(MSV, 6, str('2nd Mode'), P.OBJECT_NAME);
   a.describe('AHU-1 controller', 'Acme Controls', 'AC-100');
@@ -108,7 +108,7 @@ t.test('discover, connector from uri, learn, points from proposals, curVal', asy
       { dis: 'Zone Temp', name: 'zoneTemp', point: '✓', cur: '✓', kind: 'Number', unit: '°C', his: '✓', bacnetConnRef: '@ahuConn', bacnetCur: 'AI1' },
       { dis: 'Zone Setpoint', name: 'zoneSetpoint', point: '✓', cur: '✓', kind: 'Number', unit: '°C', his: '✓', bacnetConnRef: '@ahuConn', bacnetCur: 'AV2', writable: '✓', bacnetWrite: 'AV2' },
       { dis: 'Zone Temp', name: 'zoneTemp_av3', point: '✓', cur: '✓', kind: 'Number', unit: '%RH', his: '✓', bacnetConnRef: '@ahuConn', bacnetCur: 'AV3' },
-      { dis: 'Fan Cmd', name: 'fanCmd', point: '✓', cur: '✓', kind: 'Bool', his: '✓', bacnetConnRef: '@ahuConn', bacnetCur: 'BO5', writable: '✓', bacnetWrite: 'BO5' },
+      { dis: 'FAN CMD', name: 'fanCmd', point: '✓', cur: '✓', kind: 'Bool', his: '✓', bacnetConnRef: '@ahuConn', bacnetCur: 'BO5', writable: '✓', bacnetWrite: 'BO5' },
       { dis: 'Occupied', name: 'occupied', point: '✓', cur: '✓', kind: 'Bool', his: '✓', bacnetConnRef: '@ahuConn', bacnetCur: 'BV4' },
       { dis: '2nd Mode', name: 'msv2ndMode', point: '✓', cur: '✓', kind: 'Number', bacnetConnRef: '@ahuConn', bacnetCur: 'MSV6' },
     ],

@@ -7,6 +7,7 @@
  * refuses SubscribeCOV.
  */
 import { EngineeringUnits, ObjectType, PropertyIdentifier } from '@bacnet-js/client';
+import { type ChildProcess, spawn } from 'node:child_process';
 import t from 'tap';
 import { HNumber, HRef, HUri, MARKER, type HDict, type HVal } from '../../src/haystack/values.js';
 import { BacnetDevice, freeUdpPort, real, text as str } from '../helpers/bacnet-device.js';
@@ -136,4 +137,64 @@ t.test('a device that refuses SubscribeCOV: polled, covErr says why', async (t) 
   dev.set(AV, 1, real(8));
   await until('8 by polling', async () => (text((await admin.rec('p')).get('curVal')) === '8' ? true : undefined));
   t.equal((await admin.rec('p')).get('curStatus'), 'ok', 'still ok');
+});
+
+/** The simulator in a process of its own (bacnet-device-child.ts): it can be paused and killed. */
+async function deviceProcess(t: { teardown(f: () => unknown): void }, args: string[]): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', new URL('../helpers/bacnet-device-child.ts', import.meta.url).pathname, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+    }
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (b: Buffer) => /ready/.test(b.toString()) && resolve());
+    child.once('exit', (code) => reject(new Error(`the device process ended (${String(code)})`)));
+  });
+  return child;
+}
+
+t.test('a device paused, then restarted while a retry is in flight: pushed points are ok again with the polled ones', async (t) => {
+  const host = '127.0.0.7';
+  const devPort = await freeUdpPort(host);
+  const args = (pv1: number, pv3: number, announce?: string): string[] => [host, String(devPort), '504', `${AV}:1=${pv1}`, `${AV}:3=${pv3}`, ...(announce === undefined ? [] : ['--announce', announce])];
+  let dev = await deviceProcess(t, args(1, 10));
+  const { admin, port } = await hayloft(t);
+  ok(
+    t,
+    await admin.post('createRec', [
+      { id: HRef.of('c'), bacnetConn: MARKER, name: 'c', uri: new HUri(`bacnet://${host}:${devPort}/504`), pollTime: new HNumber(300, 'ms'), timeout: new HNumber(300, 'ms') },
+      { id: HRef.of('polled'), point: MARKER, cur: MARKER, kind: 'Number', name: 'polled', bacnetConnRef: HRef.of('c'), bacnetCur: 'AV1' },
+      // A lifetime long enough that no renewal happens during the test: only the fix brings it back.
+      { id: HRef.of('pushed'), point: MARKER, cur: MARKER, kind: 'Number', name: 'pushed', bacnetConnRef: HRef.of('c'), bacnetCur: 'AV3', bacnetCov: MARKER, bacnetCovLifetime: new HNumber(10, 'min') },
+    ]),
+    'a polled point and a pushed one on one connector',
+  );
+  t.equal(text((await admin.when('pushed', 'curStatus', 'ok')).get('curVal')), '10', 'pushed: ok');
+  t.equal(text((await admin.when('polled', 'curStatus', 'ok')).get('curVal')), '1', 'polled: ok');
+
+  // Paused: both down; resumed: both ok, the pushed one without a value change or a renewal.
+  dev.kill('SIGSTOP');
+  await admin.when('polled', 'curStatus', 'down');
+  t.match((await admin.when('pushed', 'curStatus', 'down')).get('curErr'), /no answer from device 504/, 'the pushed point went down with its connector');
+  dev.kill('SIGCONT');
+  await admin.when('polled', 'curStatus', 'ok');
+  const back = await admin.when('pushed', 'curStatus', 'ok');
+  t.equal(text(back.get('curVal')), '10', 'the pushed point is ok again after the pause');
+  t.equal(back.get('curErr'), undefined, 'no stale curErr');
+
+  // Paused again until a retry is in flight, then killed and started anew (other values, an I-Am).
+  dev.kill('SIGSTOP');
+  await admin.when('pushed', 'curStatus', 'down');
+  dev.kill('SIGKILL');
+  await new Promise((r) => dev.once('exit', r));
+  dev = await deviceProcess(t, args(2, 20, `${HAYLOFT_HOST}:${port}`));
+  t.equal(text((await admin.when('polled', 'curStatus', 'ok')).get('curVal')), '2', 'polled: the restarted device');
+  const restarted = await until('pushed ok with the restarted device', async () => {
+    const rec = await admin.rec('pushed');
+    return rec.get('curStatus') === 'ok' && text(rec.get('curVal')) === '20' ? rec : undefined;
+  });
+  t.equal(restarted.get('curErr'), undefined, 'no stale curErr after the restart');
+  t.equal(restarted.get('covErr'), undefined, 'subscribed again');
 });

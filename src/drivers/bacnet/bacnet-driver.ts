@@ -44,8 +44,9 @@ import {
 } from '../driver.js';
 import { durationTag, intTag, uriTag } from '../tags.js';
 import { BacnetCov } from './cov.js';
+import { type ForeignStatus, ForeignRegistration } from './foreign.js';
 import { BACNET_TAGS } from './info.js';
-import { type AppValue, CLASS_OBJECT, CLASS_PROPERTY, CODE_DENIED, CODE_UNRECOGNIZED, REJECT_UNRECOGNIZED_SERVICE, TAG_BOOLEAN, TAG_DOUBLE, TAG_ENUMERATED, TAG_REAL, TAG_SIGNED, TAG_STRING, TAG_UNSIGNED, classify, rawOf, timed } from './wire.js';
+import { type AppValue, bacnetErrorText, CLASS_OBJECT, CLASS_PROPERTY, CODE_DENIED, CODE_UNRECOGNIZED, REJECT_UNRECOGNIZED_SERVICE, TAG_BOOLEAN, TAG_DOUBLE, TAG_ENUMERATED, TAG_REAL, TAG_SIGNED, TAG_STRING, TAG_UNSIGNED, classify, rawOf, timed } from './wire.js';
 import { type BacnetAddress, type DeviceAddress, parseBacnetCur, parseBacnetUri } from './address.js';
 
 type Client = InstanceType<typeof bacnet.default>;
@@ -61,6 +62,9 @@ export interface BacnetDriverOptions {
   maxPerRequest?: number;
   /** Where a broadcast Who-Is goes (discovery.ts); the library's default is 255.255.255.255. */
   broadcastAddress?: string;
+  /** A BBMD (`host:port`) the socket registers with as a foreign device while open (foreign.ts). */
+  bbmd?: string;
+  bbmdTtlS?: number;
 }
 
 export const BACNET_DEFAULT_TIMEOUT_MS = 3000;
@@ -157,7 +161,7 @@ class BacnetConn implements DriverConn {
     } catch (e) {
       const c = classify(e);
       if (c.kind === 'timeout' || c.kind === 'other') throw this.down(e);
-      throw refusedError(`${what}: the device refused the write at priority ${p.priority} (${e instanceof Error ? e.message : String(e)})`, e);
+      throw refusedError(`${what}: the device refused the write at priority ${p.priority} (${bacnetErrorText(e)})`, e);
     }
     if (a.property !== PROP_PRESENT_VALUE) return;
     // Read the priority array back: the device may acknowledge and still hold something else.
@@ -262,7 +266,7 @@ class BacnetConn implements DriverConn {
       const before = this.per;
       const unknownService = (c.kind === 'error' && (c.code === CODE_UNRECOGNIZED || c.code === CODE_DENIED)) || (c.kind === 'abort' && c.reason === REJECT_UNRECOGNIZED_SERVICE);
       this.per = n > 1 && !unknownService ? Math.ceil(n / 2) : 0;
-      this.driver.log?.(`device ${this.device.address} refused ReadPropertyMultiple of ${n} (${e instanceof Error ? e.message : String(e)}): ${this.per === 0 ? 'ReadProperty from now on' : `batches of ${this.per}`} (was ${before})`);
+      this.driver.log?.(`device ${this.device.address} refused ReadPropertyMultiple of ${n} (${bacnetErrorText(e)}): ${this.per === 0 ? 'ReadProperty from now on' : `batches of ${this.per}`} (was ${before})`);
       return 'retry';
     }
     // Answers come per object, in request order; match them by object and property to be safe.
@@ -288,9 +292,9 @@ class BacnetConn implements DriverConn {
     } catch (e) {
       const c = classify(e);
       if (c.kind === 'error' && (c.cls === CLASS_OBJECT || c.cls === CLASS_PROPERTY)) {
-        out[k] = { err: refusedError(`${what}: the device refused it (${c.cls === CLASS_OBJECT ? 'no such object' : 'no such property'}; error code ${c.code})`, e) };
+        out[k] = { err: refusedError(`${what}: the device refused it (${c.cls === CLASS_OBJECT ? 'no such object' : 'no such property'}; ${bacnetErrorText(e)})`, e) };
       } else if (c.kind === 'error' || c.kind === 'abort') {
-        out[k] = { err: refusedError(`${what}: the device refused it (${e instanceof Error ? e.message : String(e)})`, e) };
+        out[k] = { err: refusedError(`${what}: the device refused it (${bacnetErrorText(e)})`, e) };
       } else throw this.down(e);
     }
   }
@@ -323,6 +327,7 @@ export class BacnetDriver implements Driver {
   /** Request timeout of connectors without a `timeout` tag, and of discovery by default. */
   readonly timeoutMs: number;
   private sock: Client | undefined;
+  private foreign: ForeignRegistration | undefined;
   private users = 0;
   private processIds = 0;
 
@@ -361,6 +366,10 @@ export class BacnetDriver implements Driver {
       // Every connector's change-of-value listens on the one socket.
       c.setMaxListeners(0);
       this.sock = c;
+      if (this.opts.bbmd !== undefined) {
+        this.foreign = new ForeignRegistration(() => this.sock, this.opts.bbmd, this.opts.bbmdTtlS ?? 600, () => Date.now(), (_level, msg, detail) => this.log?.(`${msg} ${JSON.stringify(detail)}`));
+        this.foreign.start();
+      }
     }
     return this.sock;
   }
@@ -398,7 +407,24 @@ export class BacnetDriver implements Driver {
     return Promise.resolve();
   }
 
+  /** The BBMD configured, if any. */
+  get bbmd(): string | undefined {
+    return this.opts.bbmd;
+  }
+
+  /** The socket's foreign-device registration: null without a BBMD or while the socket is closed. */
+  foreignStatus(): ForeignStatus | null {
+    return this.foreign?.status() ?? null;
+  }
+
+  /** Waits (at most `ms`) for the registration's first outcome: true when registered. */
+  foreignSettled(ms: number): Promise<boolean> {
+    return this.foreign === undefined ? Promise.resolve(false) : this.foreign.settled(ms);
+  }
+
   private closeSocket(): void {
+    this.foreign?.stop();
+    this.foreign = undefined;
     const c = this.sock;
     this.sock = undefined;
     try {

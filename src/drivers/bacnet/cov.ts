@@ -12,7 +12,7 @@ import { PropertyIdentifier } from '@bacnet-js/client';
 import type { CovSupport, PointRead, PreparedPoint } from '../driver.js';
 import { downError, refusedError } from '../driver.js';
 import type { BacnetAddress, DeviceAddress } from './address.js';
-import { classify, rawOf, timed, type AppValue } from './wire.js';
+import { bacnetErrorText, classify, rawOf, timed, type AppValue } from './wire.js';
 
 /** What cov.ts needs of the driver (bacnet-driver.ts passes it; importing it would be a cycle). */
 export interface CovSocket {
@@ -76,7 +76,7 @@ export class BacnetCov implements CovSupport {
       await timed(client.subscribeCov({ address: this.device.address }, { type: p.addr.type, instance: p.addr.instance }, pid, false, false, Math.max(1, Math.round(lifetimeMs / 1000))), this.timeoutMs);
     } catch (e) {
       const c = classify(e);
-      const msg = e instanceof Error ? e.message : String(e);
+      const msg = bacnetErrorText(e);
       if (c.kind === 'timeout') throw downError(`no answer to SubscribeCOV of ${p.addr.text} from device ${this.device.deviceInstance} within ${this.timeoutMs} ms`);
       if (c.kind === 'other') throw downError(`SubscribeCOV of ${p.addr.text}: ${msg}`, e);
       throw refusedError(`device ${this.device.deviceInstance} refused SubscribeCOV of ${p.addr.text} (${msg})`, e);

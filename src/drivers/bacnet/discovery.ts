@@ -48,9 +48,10 @@ export async function discover(driver: BacnetDriver, opts: DiscoverOptions): Pro
   const seen = new Map<number, { address: string; maxApdu: number; segmentation: number; vendorId: number }>();
   const low = opts.low ?? 0;
   const high = opts.high ?? 4194303;
-  const onIam = (c: { header?: { sender?: { address?: string } }; payload: { deviceId: number; maxApdu: number; segmentation: number; vendorId: number } }): void => {
+  const onIam = (c: { header?: { sender?: { address?: string; forwardedFrom?: string | null } }; payload: { deviceId: number; maxApdu: number; segmentation: number; vendorId: number } }): void => {
     const p = c.payload;
-    const address = c.header?.sender?.address;
+    // An I-Am forwarded by a BBMD names the device in forwardedFrom; the sender is the BBMD.
+    const address = c.header?.sender?.forwardedFrom ?? c.header?.sender?.address;
     // Devices that ignore the range in the Who-Is (some do) are left out here.
     if (address === undefined || p.deviceId < low || p.deviceId > high || seen.has(p.deviceId)) return;
     seen.set(p.deviceId, { address, maxApdu: p.maxApdu, segmentation: p.segmentation, vendorId: p.vendorId });
@@ -59,8 +60,13 @@ export async function discover(driver: BacnetDriver, opts: DiscoverOptions): Pro
   try {
     const range = opts.low === undefined && opts.high === undefined ? undefined : { lowLimit: low, highLimit: high };
     if (opts.address !== undefined) client.whoIs({ address: opts.address }, range);
-    else if (range !== undefined) client.whoIs(range);
-    else client.whoIs();
+    else {
+      if (range !== undefined) client.whoIs(range);
+      else client.whoIs();
+      // Registered with a BBMD: the Who-Is reaches its networks too (Distribute-Broadcast-To-Network).
+      const bbmd = driver.bbmd;
+      if (bbmd !== undefined && (await driver.foreignSettled(opts.timeoutMs))) client.whoIsThroughBBMD({ address: bbmd }, range);
+    }
     await new Promise((resolve) => setTimeout(resolve, opts.timeoutMs));
   } finally {
     client.off('iAm', onIam);

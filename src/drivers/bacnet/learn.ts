@@ -176,9 +176,20 @@ export async function readObjects(s: DeviceSession, objects: readonly ObjectRef[
   return out;
 }
 
-/** A tag-like name from an object name: `Zone Temp 1` -> `zoneTemp1`; `ai7` when nothing is left. */
+/**
+ * A tag-like name from an object name: `Zone Temp 1` -> `zoneTemp1`, `ANALOG INPUT 1` ->
+ * `analogInput1`, `AHU1 SAT` -> `ahu1Sat`, `SupplyTemp` -> `supplyTemp`; `ai7` when nothing is
+ * left. A word without lower-case letters (a shouted name or an acronym) is taken as one word in
+ * lower case; a word in mixed case keeps its inner capitals.
+ */
 export function tagName(text: string | undefined, fallback: string): string {
-  const words = (text ?? '').normalize('NFKD').replace(/[^A-Za-z0-9]+/g, ' ').trim().split(' ').filter((w) => w !== '');
+  const words = (text ?? '')
+    .normalize('NFKD')
+    .replace(/[^A-Za-z0-9]+/g, ' ')
+    .trim()
+    .split(' ')
+    .filter((w) => w !== '')
+    .map((w) => (/[a-z]/.test(w) ? w : w.toLowerCase()));
   let name = words.map((w, i) => (i === 0 ? w.charAt(0).toLowerCase() + w.slice(1) : w.charAt(0).toUpperCase() + w.slice(1))).join('');
   if (name === '') return fallback;
   if (!/^[a-z]/.test(name)) name = `${fallback.replace(/\d+$/, '')}${name.charAt(0).toUpperCase()}${name.slice(1)}`;

@@ -12,7 +12,7 @@
 import type { HayloftError } from '../../lib/errors.js';
 import { downError, refusedError } from '../driver.js';
 import type { BacnetDriver } from './bacnet-driver.js';
-import { type AppValue, CLASS_OBJECT, CLASS_PROPERTY, CODE_DENIED, CODE_UNRECOGNIZED, REJECT_UNRECOGNIZED_SERVICE, TAG_ERROR, classify, timed } from './wire.js';
+import { type AppValue, CLASS_OBJECT, CLASS_PROPERTY, CODE_DENIED, CODE_UNRECOGNIZED, REJECT_UNRECOGNIZED_SERVICE, TAG_ERROR, classify, errorName, timed } from './wire.js';
 
 /** One property (or one element of an array property) of one object. */
 export interface PropRef {
@@ -135,7 +135,7 @@ export class DeviceSession {
       const first = v[0];
       if (first !== undefined && first.type === TAG_ERROR) {
         const x = first.value as { errorClass: number; errorCode: number };
-        return { err: refusedError(`${describe(r)}: the device refused it (error class ${x.errorClass}, code ${x.errorCode})`) };
+        return { err: refusedError(`${describe(r)}: the device refused it (${errorName(x.errorClass, x.errorCode)})`) };
       }
       return { values: v };
     });

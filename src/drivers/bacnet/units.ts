@@ -118,3 +118,15 @@ const UNITS = new Map<number, string>([
 export function haystackUnit(units: number): string | undefined {
   return UNITS.get(units);
 }
+
+/** Haystack unit name -> BACnet engineering unit: the table above read backwards (first wins). */
+let BACK: Map<string, number> | undefined;
+
+/** The BACnet engineering unit of a Haystack unit; undefined for units not mapped (the device side then says no-units). */
+export function bacnetUnits(unit: string): number | undefined {
+  if (BACK === undefined) {
+    BACK = new Map();
+    for (const [u, name] of UNITS) if (!BACK.has(name)) BACK.set(name, u);
+  }
+  return BACK.get(unit);
+}

@@ -61,10 +61,43 @@ export function rawOf(v: AppValue | undefined, what: string): RawValue | Hayloft
       return String(v.value);
     case TAG_ERROR: {
       const x = v.value as { errorClass: number; errorCode: number };
-      return refusedError(`${what}: the device refused it (error class ${x.errorClass}, code ${x.errorCode}${x.errorClass === CLASS_OBJECT ? ': no such object' : x.errorClass === CLASS_PROPERTY ? ': no such property' : ''})`);
+      return refusedError(`${what}: the device refused it (${x.errorClass === CLASS_OBJECT ? 'no such object; ' : x.errorClass === CLASS_PROPERTY ? 'no such property; ' : ''}${errorName(x.errorClass, x.errorCode)})`);
     }
     default:
       return refusedError(`${what}: a value of BACnet type ${v.type}, which a point cannot hold`);
+  }
+}
+
+/** An enum member's name as BACnet documents it: `VALUE_OUT_OF_RANGE` -> `value-out-of-range`. */
+function enumName(names: Record<number, string>, n: number): string {
+  const name = names[n];
+  return typeof name === 'string' ? name.toLowerCase().replace(/_/g, '-') : String(n);
+}
+
+/** A BACnet Error's class and code by name: `property: value-out-of-range`. */
+export function errorName(cls: number, code: number): string {
+  return `${enumName(ErrorClass, cls)}: ${enumName(ErrorCode, code)}`;
+}
+
+/**
+ * An error from the library as a technician reads it: `property: value-out-of-range` for a
+ * BACnet Error (class and code by their names in the standard, from the library's enums),
+ * `abort or reject, reason 9` (the library does not say which), `no answer` for a timeout,
+ * else the library's message.
+ */
+export function bacnetErrorText(e: unknown): string {
+  const c = classify(e);
+  switch (c.kind) {
+    case 'error':
+      return errorName(c.cls, c.code);
+    case 'abort':
+      // The library reports Reject and Abort PDUs alike (BacnetAbort - Reason:n), and their reason
+      // numbers mean different things, so the number is all that can be said truthfully.
+      return `abort or reject, reason ${c.reason}`;
+    case 'timeout':
+      return 'no answer';
+    default:
+      return c.message;
   }
 }
 
