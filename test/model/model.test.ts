@@ -2,7 +2,7 @@ import t from 'tap';
 import { HDict, HNumber, HRef, MARKER, REMOVE, type HVal } from '../../src/haystack/values.js';
 import { ManualClock } from '../../src/lib/clock.js';
 import { Model } from '../../src/model/model.js';
-import { Store } from '../../src/store/db.js';
+import { FORMAT_VERSION, Store } from '../../src/store/db.js';
 import { RecordStore } from '../../src/store/records.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -164,7 +164,7 @@ t.test('store errors are clear', async (t) => {
   const dir = tempDir(t);
   const a = await Store.open(dir);
   await t.rejects(Store.open(dir), { code: 'HL_STORE_LOCKED', message: /in use by another process/ });
-  t.equal(await a.formatVersion(), 1);
+  t.equal(await a.formatVersion(), FORMAT_VERSION);
   await a.meta.put('formatVersion', '99');
   await a.close();
   await t.rejects(Store.open(dir), { code: 'HL_STORE_VERSION', message: /newer Hayloft/ });
