@@ -147,6 +147,8 @@ export const DEFAULT_TAIL_BUDGET = 1_000_000;
 export const DEFAULT_JOURNAL_AGE = 30 * 60_000;
 /** Samples one flush seals at most (the rest wait for the next round): bounds a round's batch and pause. */
 const MAX_SEAL_SAMPLES_PER_ROUND = 100_000;
+/** The longest a flush round encodes chunks before it lets the event loop run (ms). */
+const SLICE_MS = 8;
 
 
 
@@ -1141,10 +1143,10 @@ export class HistoryStore implements Part {
         samples += t.n;
       } else rest.push([id, t]);
     }
-    // Past the budget, back to 90 % of it: each round then seals about what the last one added
-    // (a steady trickle of seals, biggest tails first), not a fifth of all memory every few rounds.
+    // Past 90 % of the budget, back to it: each round then seals about what the last one added
+    // (a steady trickle of seals, biggest tails first), not a burst every few rounds.
     let over = this.tailSamples - samples - Math.floor(0.9 * this.tailBudget);
-    if (this.tailSamples > this.tailBudget && over > 0) {
+    if (over > 0) {
       rest.sort((a, b) => b[1].n - a[1].n);
       for (const [id, t] of rest) {
         if (over <= 0 || samples + t.n > MAX_SEAL_SAMPLES_PER_ROUND) break;
@@ -1196,7 +1198,13 @@ export class HistoryStore implements Part {
           round.seq = this.nextSeq++;
           batch.put(journalKey(round.seq), encodeJournal(parts), { sublevel: this.his });
         }
+        let slice = performance.now();
         for (const id of sealIds) {
+          // Encoding hundreds of chunks takes tens of ms: let requests and polls in between.
+          if (performance.now() - slice > SLICE_MS) {
+            await new Promise<void>((resolve) => setImmediate(resolve));
+            slice = performance.now();
+          }
           const t = this.tails.get(id);
           const old = this.metas.get(id);
           if (t === undefined || old === undefined || t.n === 0) continue;
