@@ -4,6 +4,7 @@
  * first start; resolves once it serves, logged in as the admin.
  */
 import { type ChildProcessByStdio, spawn } from 'node:child_process';
+import { MALLOC_TUNABLES, NODE_FLAGS } from '../../src/lib/runtime.js';
 import type { Readable } from 'node:stream';
 import type { Test } from 'tap';
 import { ADMIN, CLIENT, tokenRequest } from './app.js';
@@ -29,9 +30,11 @@ export interface Child {
  * `args` follow `serve` (`--demo`); `nodeArgs` go to Node before the CLI (`--import` a hook).
  */
 export async function serveChild(t: Test, dir: string, env: Record<string, string> = {}, args: string[] = [], nodeArgs: string[] = []): Promise<Child> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', ...nodeArgs, CLI, 'serve', ...args], {
+  // With the daemon's runtime settings, as bin/hayloft (and so systemd) starts it: memory as deployed.
+  const proc = spawn(process.execPath, [...NODE_FLAGS, '--import', 'tsx', ...nodeArgs, CLI, 'serve', ...args], {
     env: {
       ...process.env,
+      GLIBC_TUNABLES: [process.env.GLIBC_TUNABLES, ...MALLOC_TUNABLES].filter((x) => x !== undefined && x !== '').join(':'),
       HAYLOFT_DATA_DIR: dir,
       HAYLOFT_HOST: '127.0.0.1',
       HAYLOFT_PORT: '0',
