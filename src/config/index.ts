@@ -6,3 +6,4 @@ export { CONFIG_KEYS, type Config, type ConfigKey, LOG_LEVELS, type LogLevel, SC
 export { CONFIG_ENV, type ConfigProblem, type LoadConfigOptions, formatProblems, loadConfig } from './load.js';
 export { type UplinkConfig, UPLINK_ENV, UPLINK_KEYS, redactUplink } from './uplink.js';
 export { type DeviceBy, type MqttConfig, MQTT_ENV, MQTT_KEYS, redactMqtt } from './mqtt.js';
+export { type SmtpConfig, SMTP_ENV, SMTP_KEYS, redactSmtp } from './smtp.js';

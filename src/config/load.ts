@@ -17,6 +17,7 @@ import type * as Yaml from 'yaml';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { CONFIG_KEYS, CONFIG_SECTIONS, type Config, SCHEMA, type SchemaContext, type ZoneLookup } from './schema.js';
 import { loadMqtt } from './mqtt.js';
+import { loadSmtp } from './smtp.js';
 import { loadUplink } from './uplink.js';
 
 export const CONFIG_ENV = 'HAYLOFT_CONFIG';
@@ -173,6 +174,9 @@ export function loadConfig(opts: LoadConfigOptions): Config {
   const mqtt = loadMqtt(fromFile.mqtt, configFile, env, opts.checkFilter ? { checkFilter: opts.checkFilter } : {});
   problems.push(...mqtt.problems);
   out.mqtt = mqtt.value;
+  const smtp = loadSmtp(fromFile.smtp, configFile, env);
+  problems.push(...smtp.problems);
+  out.smtp = smtp.value;
   // Both keep cursors in the data folder under their name: one name would mix their backlogs.
   if (uplink.value !== null && mqtt.value !== null && uplink.value.name === mqtt.value.name) {
     problems.push({ key: 'mqtt.name', source: configFile ?? 'config', expected: `a name other than the uplink's ("${uplink.value.name}")` });
