@@ -46,6 +46,7 @@ import type { Commissioning } from './poller/commission.js';
 import { AlarmEngine } from './alarm/engine.js';
 import { AlarmStore } from './alarm/alarm-store.js';
 import { type Delivery, type RouteKind, webhookDelivery } from './alarm/delivery.js';
+import { defaultAlarmTopic, mqttDelivery } from './alarm/mqtt-notify.js';
 import { Notifier } from './alarm/notifier.js';
 import { Scheduler } from './schedule/scheduler.js';
 
@@ -292,6 +293,8 @@ export class App {
       // section (nodemailer is loaded then, not by every CLI command).
       const deliveries: Partial<Record<RouteKind, Delivery>> = { webhook: webhookDelivery };
       if (config.smtp !== null) deliveries.email = (await import('./alarm/email.js')).emailDelivery(config.smtp);
+      // MQTT on the edge node's connection (started later, in start(); asked at each send).
+      if (config.mqtt !== null) deliveries.mqtt = mqttDelivery(() => app.edgeNode ?? undefined, defaultAlarmTopic(config.mqtt.groupId, config.mqtt.edgeNodeId));
       const notifier = new Notifier({ model, store: alarmStore, engine: alarms, clock, log, deliveries, tz: config.tz });
       const scheduler = new Scheduler({ model, writer, clock, log, tz: timeZone(config.tz), trust: clockTrust });
       const watches = new WatchManager({

@@ -2,33 +2,15 @@
  * The `smtp` section of the config file (src/config/smtp.ts): defaults, every key checked,
  * unknown keys refused, credentials together, environment overrides, the password never shown.
  */
-import { writeFileSync } from 'node:fs';
-import path from 'node:path';
-import t, { type Test } from 'tap';
-import { type ConfigProblem, loadConfig, redactSmtp } from '../../src/config/index.js';
+import t from 'tap';
+import { loadConfig, redactSmtp } from '../../src/config/index.js';
 import { findTimeZone } from '../../src/haystack/tz.js';
-import { ErrorCodes, HayloftError } from '../../src/lib/errors.js';
-import { tempDir } from '../helpers/tmp.js';
+import { configFile, problemsOf } from '../helpers/config-file.js';
 
 const zones = { host: () => 'UTC', known: (n: string) => findTimeZone(n) !== undefined };
 const base = { zones, cwd: '/srv/hayloft', hostname: () => 'pi-42' };
 
-function file(t: Test, content: unknown): string {
-  const p = path.join(tempDir(t), 'hayloft.json');
-  writeFileSync(p, JSON.stringify(content));
-  return p;
-}
-
-function problemsOf(t: Test, opts: Parameters<typeof loadConfig>[0]): Map<string, ConfigProblem> {
-  try {
-    loadConfig(opts);
-  } catch (e) {
-    t.ok(e instanceof HayloftError && e.code === ErrorCodes.BAD_CONFIG, 'HL_BAD_CONFIG');
-    return new Map(((e as HayloftError).cause as ConfigProblem[]).map((p) => [p.key, p]));
-  }
-  t.fail('the config loaded');
-  return new Map();
-}
+const file = configFile;
 
 t.test('absent: null; given: defaults filled in; the environment overrides; the password hidden when shown', async (t) => {
   t.equal(loadConfig({ ...base, env: {} }).smtp, null, 'no section, no e-mail');
