@@ -51,6 +51,8 @@ import { configChecksum, nodeFigures } from './sync/mqtt/node-figures.js';
 import type { NodeFigures } from './lib/part.js';
 import { AlarmEngine } from './alarm/engine.js';
 import { AlarmStore } from './alarm/alarm-store.js';
+import { type Delivery, type RouteKind, webhookDelivery } from './alarm/delivery.js';
+import { defaultAlarmTopic, mqttDelivery } from './alarm/mqtt-notify.js';
 import { Notifier } from './alarm/notifier.js';
 import { Scheduler } from './schedule/scheduler.js';
 
@@ -349,7 +351,13 @@ export class App {
       const alarmStore = new AlarmStore(store);
       const alarms = new AlarmEngine({ model, store: alarmStore, clock, log, trust: clockTrust, connMarkers: drivers.connMarkers() });
       await parts.start(alarms, metrics);
-      const notifier = new Notifier({ model, store: alarmStore, engine: alarms, clock, log });
+      // One delivery per kind of notification route (alarm/delivery.ts); e-mail only with an smtp
+      // section (nodemailer is loaded then, not by every CLI command).
+      const deliveries: Partial<Record<RouteKind, Delivery>> = { webhook: webhookDelivery };
+      if (config.smtp !== null) deliveries.email = (await import('./alarm/email.js')).emailDelivery(config.smtp);
+      // MQTT on the edge node's connection (started later, in start(); asked at each send).
+      if (config.mqtt !== null) deliveries.mqtt = mqttDelivery(() => app.edgeNode ?? undefined, defaultAlarmTopic(config.mqtt.groupId, config.mqtt.edgeNodeId));
+      const notifier = new Notifier({ model, store: alarmStore, engine: alarms, clock, log, deliveries, tz: config.tz });
       const scheduler = new Scheduler({ model, writer, clock, log, tz: timeZone(config.tz), trust: clockTrust });
       const watches = new WatchManager({
         model,

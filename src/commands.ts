@@ -9,7 +9,7 @@ import { systemClock } from './lib/clock.js';
 import { App, type AppOptions, firstRunFromEnv, productVersion } from './app.js';
 import type { Bootstrap } from './auth/auth.js';
 import { randomSecret } from './auth/passwords.js';
-import { type Config, loadConfig, redactMqtt, redactUplink } from './config/index.js';
+import { type Config, loadConfig, redactMqtt, redactSmtp, redactUplink } from './config/index.js';
 import { parseFilter } from './haystack/filter.js';
 import { findTimeZone, hostTimeZone } from './haystack/tz.js';
 import { ErrorCodes, HayloftError, isHayloftError } from './lib/errors.js';
@@ -425,7 +425,7 @@ async function main(argv: string[]): Promise<void> {
     case 'check-config': {
       const cfg = config(rest);
       // Secrets of the uplink and the broker are masked: this output ends up in terminals and tickets.
-      const shown = { ...cfg, uplink: cfg.uplink === null ? null : redactUplink(cfg.uplink), mqtt: cfg.mqtt === null ? null : redactMqtt(cfg.mqtt) };
+      const shown = { ...cfg, uplink: cfg.uplink === null ? null : redactUplink(cfg.uplink), mqtt: cfg.mqtt === null ? null : redactMqtt(cfg.mqtt), smtp: cfg.smtp === null ? null : redactSmtp(cfg.smtp) };
       process.stdout.write(JSON.stringify(shown, null, 2) + '\nconfiguration is valid\n');
       return;
     }

@@ -204,8 +204,11 @@ export class AlarmEngine implements Part {
   }
 
   /** Resolves once every transition so far is stored. */
-  settled(): Promise<void> {
-    return this.chain;
+  async settled(): Promise<void> {
+    // A live change is evaluated in a microtask queued as it happened: let that run (and enqueue
+    // its writes) before waiting for the chain, or a caller right after setCur waits for nothing.
+    await Promise.resolve();
+    await this.chain;
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 /**
- * Alarm notifications by HTTP webhook (docs/alarms.md "Notifications"): `notifyRoute` records say
- * which alarms (a filter over their sources, a priority bound) go to which receiver, after what
- * delay, with what reminders.
+ * Alarm notifications (docs/alarms.md "Notifications"): `notifyRoute` records say which alarms (a
+ * filter over their sources, a priority bound) go to which receiver (an HTTP webhook, e-mail
+ * addresses or an MQTT topic: one Delivery each, delivery.ts), after what delay, with what
+ * reminders.
  *
  * Store and forward on a cursor, as the uplink's outbox does for history (sync/outbox.ts): the
  * alarm log (alarm-store.ts) is already durable and in order, so each route keeps only the key of
@@ -20,7 +21,8 @@
 import { durationMs } from '../haystack/duration.js';
 import { compileFilter, parseFilter } from '../haystack/filter.js';
 import { encodeVal } from '../haystack/json.js';
-import { type HDict, HNumber, HRef } from '../haystack/values.js';
+import { findTimeZone } from '../haystack/tz.js';
+import { type HDict, HMarker, HNumber, HRef } from '../haystack/values.js';
 import { backoffDelay } from '../lib/backoff.js';
 import type { Clock } from '../lib/clock.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
@@ -30,16 +32,18 @@ import { type Part, every } from '../lib/part.js';
 import type { Model } from '../model/model.js';
 import { timeKey } from '../store/write-store.js';
 import { type Alarm, type AlarmLogEntry, type AlarmStore, alarmKey } from './alarm-store.js';
+import { type Delivery, type Notice, ROUTE_KINDS, type RouteKind, parseRecipients } from './delivery.js';
 import type { AlarmEngine } from './engine.js';
 
 const TICK_MS = 1000;
 const BATCH = 50;
-const SEND_TIMEOUT_MS = 10_000;
 export const NOTIFY_RETRY = { minMs: 1000, maxMs: 300_000 };
 
 export interface Route {
   id: string;
-  url: string;
+  kind: RouteKind;
+  /** The webhook's URL, the e-mail addresses (as the record says them), or the MQTT topic. */
+  target: string;
   filter: ((rec: HDict) => boolean) | null;
   maxPriority: number;
   delayMs: number;
@@ -54,15 +58,29 @@ function bad(rec: HDict, message: string): HayloftError {
 
 /** The route a `notifyRoute` record says, or throws HL_INVALID_RECORD. */
 export function parseRoute(rec: HDict, model: Model): Route {
-  const url = rec.get('webhook');
-  if (typeof url !== 'string') throw bad(rec, 'webhook must be a Str: the http:// or https:// URL alarms are posted to');
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    throw bad(rec, `webhook ${JSON.stringify(url)} is not a URL`);
+  const kinds = ROUTE_KINDS.filter((k) => rec.has(k));
+  if (kinds.length !== 1) throw bad(rec, 'give exactly one of webhook (a URL), email (addresses) or mqtt (a topic, or a Marker for the default topic)');
+  const kind = kinds[0] as RouteKind;
+  let target: string;
+  const raw = rec.get(kind);
+  if (kind === 'webhook') {
+    if (typeof raw !== 'string') throw bad(rec, 'webhook must be a Str: the http:// or https:// URL alarms are posted to');
+    let u: URL;
+    try {
+      u = new URL(raw);
+    } catch {
+      throw bad(rec, `webhook ${JSON.stringify(raw)} is not a URL`);
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw bad(rec, 'webhook must be an http:// or https:// URL');
+    target = raw;
+  } else if (kind === 'email') {
+    if (typeof raw !== 'string' || parseRecipients(raw) === null) throw bad(rec, 'email must be a Str of e-mail addresses separated by commas (ops@example.com, oncall@example.com), at most 50');
+    target = raw;
+  } else {
+    if (raw instanceof HMarker) target = '';
+    else if (typeof raw === 'string' && /^[^+#]{1,200}$/.test(raw) && !raw.includes('\u0000') && !raw.startsWith('$')) target = raw;
+    else throw bad(rec, 'mqtt must be a Marker (the default topic) or a Str: an MQTT topic without +, # or a leading $');
   }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw bad(rec, 'webhook must be an http:// or https:// URL');
   let filter: Route['filter'] = null;
   const f = rec.get('filter');
   if (f !== undefined) {
@@ -87,7 +105,7 @@ export function parseRoute(rec: HDict, model: Model): Route {
     if (typeof d === 'string') throw bad(rec, `${tag} ${d}`);
     return d;
   };
-  return { id: (rec.get('id') as HRef).id, url, filter, maxPriority, delayMs: dur('delay'), remindMs: dur('remind'), disabled: rec.has('disabled') };
+  return { id: (rec.get('id') as HRef).id, kind, target, filter, maxPriority, delayMs: dur('delay'), remindMs: dur('remind'), disabled: rec.has('disabled') };
 }
 
 interface RouteState {
@@ -111,8 +129,18 @@ export interface NotifierOptions {
   engine: AlarmEngine;
   clock: Clock;
   log: Logger;
+  /** How each kind of route is sent; a kind missing here (no smtp section, no mqtt section) is refused in new routes and retried in old ones. */
+  deliveries: Partial<Record<RouteKind, Delivery>>;
+  /** The zone times are shown in (e-mail) when a source has no `tz`. */
+  tz: string;
   random?: () => number;
 }
+
+const WHY_MISSING: Record<RouteKind, string> = {
+  webhook: 'webhooks are not available',
+  email: 'e-mail routes need an smtp section in the configuration (docs/configuration.md)',
+  mqtt: 'mqtt routes need an mqtt section in the configuration (docs/configuration.md)',
+};
 
 export class Notifier implements Part {
   readonly name = 'alarm-notifier';
@@ -131,7 +159,11 @@ export class Notifier implements Part {
   async start(): Promise<void> {
     const ev = this.o.model.events;
     ev.on('records.batch', this, (change) => {
-      for (const r of change.puts) if (r.has('notifyRoute')) parseRoute(r, this.o.model);
+      for (const r of change.puts) {
+        if (!r.has('notifyRoute')) continue;
+        const route = parseRoute(r, this.o.model);
+        if (this.o.deliveries[route.kind] === undefined) throw bad(r, WHY_MISSING[route.kind]);
+      }
     });
     ev.on('records.committed', this, (c) => {
       // A new route takes what is logged from its creation on (its cursor is stored by load, a
@@ -148,6 +180,7 @@ export class Notifier implements Part {
     this.timer = undefined;
     this.o.model.events.off(this);
     await Promise.all(this.passes);
+    for (const d of Object.values(this.o.deliveries)) await d.close?.();
   }
 
   private async load(): Promise<void> {
@@ -215,7 +248,7 @@ export class Notifier implements Part {
             break;
           }
           if (verdict === 'send') {
-            await this.post(r, `${r.id}:${key}`, entry, entry.event);
+            await this.send(r, `${r.id}:${key}`, entry, entry.event);
             if (entry.event === 'active') st.announced.set(`${entry.condId}|${entry.sourceId}`, this.o.clock.monotonic());
           }
           st.cursor = key;
@@ -231,7 +264,7 @@ export class Notifier implements Part {
       this.failed++;
       st.lastErr = (err as Error).message;
       st.retryAt = this.o.clock.monotonic() + backoffDelay(st.failures, { ...NOTIFY_RETRY, random: this.o.random ?? Math.random });
-      this.o.log.warn({ routeId: r.id, err: st.lastErr, failures: st.failures }, 'alarm webhook: the receiver did not take a notification; retrying with backoff');
+      this.o.log.warn({ routeId: r.id, kind: r.kind, err: st.lastErr, failures: st.failures }, `alarm ${r.kind}: the receiver did not take a notification; retrying with backoff`);
     }
   }
 
@@ -282,20 +315,25 @@ export class Notifier implements Part {
         const src = this.o.model.get(a.sourceId);
         if (src === undefined || !r.filter(src)) continue;
       }
-      await this.post(r, `${r.id}:remind:${id}:${Math.floor(this.o.clock.now())}`, entryOf(a, this.o.clock.now()), 'remind');
+      await this.send(r, `${r.id}:remind:${id}:${Math.floor(this.o.clock.now())}`, entryOf(a, this.o.clock.now()), 'remind');
       st.announced.set(id, mono);
     }
   }
 
-  private async post(r: Route, key: string, e: AlarmLogEntry, event: string): Promise<void> {
+  private async send(r: Route, key: string, e: AlarmLogEntry, event: string): Promise<void> {
+    const delivery = this.o.deliveries[r.kind];
+    if (delivery === undefined) throw new Error(WHY_MISSING[r.kind]);
     const m = this.o.model;
-    const body = {
+    const src = m.get(e.sourceId);
+    const tzTag = src?.get('tz');
+    const zone = typeof tzTag === 'string' ? findTimeZone(tzTag) : undefined;
+    const body: Notice['body'] = {
       id: key,
       event,
       alarmId: `${e.condId}|${e.sourceId}`,
       ts: e.ts > 0 ? new Date(e.ts).toISOString() : null,
-      condition: { id: e.condId, dis: m.get(e.condId)?.get('dis') ?? m.displayOf(e.condId) },
-      source: { id: e.sourceId, name: m.fqname(e.sourceId) ?? null, dis: m.get(e.sourceId)?.get('dis') ?? m.displayOf(e.sourceId) },
+      condition: { id: e.condId, dis: str(m.get(e.condId)?.get('dis')) ?? m.displayOf(e.condId) ?? e.condId },
+      source: { id: e.sourceId, name: m.fqname(e.sourceId) ?? null, dis: str(src?.get('dis')) ?? m.displayOf(e.sourceId) ?? e.sourceId },
       detail: e.detail,
       priority: e.priority,
       val: e.val === null ? null : encodeVal(e.val),
@@ -303,14 +341,13 @@ export class Notifier implements Part {
       note: e.note,
       until: e.until === null ? null : new Date(e.until).toISOString(),
     };
-    const res = await fetch(r.url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': key, 'user-agent': 'Hayloft' },
-      body: JSON.stringify(body),
-      signal: AbortSignal.timeout(SEND_TIMEOUT_MS),
+    await delivery.send(r.target, {
+      body,
+      valText: e.val === null ? null : String(e.val),
+      tz: zone?.iana ?? findTimeZone(this.o.tz)?.iana ?? 'UTC',
+      tsMs: e.ts > 0 ? e.ts : null,
+      untilMs: e.until,
     });
-    await res.arrayBuffer().catch(() => undefined);
-    if (!res.ok) throw new Error(`${r.url} answered ${res.status}`);
     this.sent++;
   }
 
@@ -323,8 +360,12 @@ export class Notifier implements Part {
   health(): { ok: boolean; degraded?: string } {
     const failing = [...this.routes.values()].filter((s) => s.failures > 0);
     if (failing.length === 0) return { ok: true };
-    return { ok: true, degraded: `alarm notifications waiting for ${failing.map((s) => s.route.url).join(', ')}: ${failing[0]?.lastErr ?? ''}` };
+    return { ok: true, degraded: `alarm notifications waiting for ${failing.map((s) => `${s.route.kind} ${s.route.target || '(default topic)'}`).join(', ')}: ${failing[0]?.lastErr ?? ''}` };
   }
+}
+
+function str(v: unknown): string | undefined {
+  return typeof v === 'string' ? v : undefined;
 }
 
 function entryOf(a: Alarm, ts: number): AlarmLogEntry {

@@ -7,3 +7,4 @@ export { CONFIG_ENV, type ConfigProblem, type LoadConfigOptions, formatProblems,
 export { type UplinkConfig, UPLINK_ENV, UPLINK_KEYS, redactUplink } from './uplink.js';
 export { type DeviceBy, type MqttConfig, MQTT_ENV, MQTT_KEYS, redactMqtt } from './mqtt.js';
 export { type BacnetDeviceConfig, BACNET_DEVICE_KEYS, redactBacnetDevice } from './bacnet-device.js';
+export { type SmtpConfig, SMTP_ENV, SMTP_KEYS, redactSmtp } from './smtp.js';

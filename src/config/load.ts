@@ -18,6 +18,7 @@ import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { CONFIG_KEYS, CONFIG_SECTIONS, type Config, SCHEMA, type SchemaContext, type ZoneLookup } from './schema.js';
 import { loadMqtt } from './mqtt.js';
 import { loadBacnetDevice } from './bacnet-device.js';
+import { loadSmtp } from './smtp.js';
 import { loadUplink } from './uplink.js';
 
 export const CONFIG_ENV = 'HAYLOFT_CONFIG';
@@ -177,6 +178,9 @@ export function loadConfig(opts: LoadConfigOptions): Config {
   const bacnetDevice = loadBacnetDevice(fromFile.bacnetDevice, configFile, env, opts.checkFilter ? { checkFilter: opts.checkFilter } : {});
   problems.push(...bacnetDevice.problems);
   out.bacnetDevice = bacnetDevice.value;
+  const smtp = loadSmtp(fromFile.smtp, configFile, env);
+  problems.push(...smtp.problems);
+  out.smtp = smtp.value;
   // Both keep cursors in the data folder under their name: one name would mix their backlogs.
   if (uplink.value !== null && mqtt.value !== null && uplink.value.name === mqtt.value.name) {
     problems.push({ key: 'mqtt.name', source: configFile ?? 'config', expected: `a name other than the uplink's ("${uplink.value.name}")` });

@@ -8,8 +8,7 @@
  * an operator keeps out of a config file. TLS material is given as file paths, checked readable
  * here so `hayloft check-config` finds a wrong path before the daemon does.
  */
-import { accessSync, constants } from 'node:fs';
-import { type Parsed, type SectionContext, type SectionKeys, type SectionProblem, bool, decimal, filter, integer, loadSection, redactSection, text } from './section.js';
+import { type Parsed, type SectionContext, type SectionKeys, type SectionProblem, bool, decimal, filter, integer, loadSection, readableFile, redactSection, serverUrl, text } from './section.js';
 
 export const DEVICE_BY = ['equip', 'site', 'none'] as const;
 export type DeviceBy = (typeof DEVICE_BY)[number];
@@ -64,15 +63,9 @@ const SCHEMES = ['mqtt:', 'mqtts:', 'ws:', 'wss:'];
 
 function url(raw: unknown): Parsed<string> {
   const expected = 'an mqtt://, mqtts://, ws:// or wss:// address of the broker, such as mqtts://broker.example.com:8883';
-  if (typeof raw !== 'string') return { expected };
-  let u: URL;
-  try {
-    u = new URL(raw.trim());
-  } catch {
-    return { expected };
-  }
-  if (!SCHEMES.includes(u.protocol) || u.hostname === '' || u.search !== '' || u.hash !== '') return { expected };
-  if (u.username !== '' || u.password !== '') return { expected: `${expected}, without credentials (use username and password)` };
+  const r = serverUrl(raw, SCHEMES, expected, 'username and password');
+  if (!('url' in r)) return r;
+  const u = r.url;
   if ((u.protocol === 'mqtt:' || u.protocol === 'mqtts:') && u.pathname !== '' && u.pathname !== '/') return { expected: `${expected} (a path only for ws:// and wss://)` };
   return { ok: u.protocol.startsWith('mqtt') ? `${u.protocol}//${u.host}` : u.href };
 }
@@ -84,16 +77,7 @@ function sparkplugId(raw: unknown, what: string): Parsed<string> {
   return { ok: raw.trim() };
 }
 
-function readable(raw: unknown, what: string): Parsed<string> {
-  const r = text(raw, `the path of ${what}`);
-  if (!('ok' in r)) return r;
-  try {
-    accessSync(r.ok, constants.R_OK);
-  } catch (e) {
-    return { expected: `a readable file with ${what} (${(e as NodeJS.ErrnoException).code ?? 'unreadable'})` };
-  }
-  return r;
-}
+const readable = readableFile;
 
 const MINUTE = 60_000;
 const DAY = 24 * 60 * MINUTE;

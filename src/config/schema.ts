@@ -8,6 +8,7 @@ import { isIPv4 } from 'node:net';
 import os from 'node:os';
 import type { BacnetDeviceConfig } from './bacnet-device.js';
 import type { MqttConfig } from './mqtt.js';
+import type { SmtpConfig } from './smtp.js';
 import type { UplinkConfig } from './uplink.js';
 // The value parsers every section shares (the uplink and mqtt sections read them too).
 import { bbmdAddress, bool as boolean, integer, text } from './section.js';
@@ -112,15 +113,17 @@ export interface Config {
   readonly mqtt: MqttConfig | null;
   /** Hayloft as a BACnet/IP device (src/config/bacnet-device.ts), or null when not configured. */
   readonly bacnetDevice: BacnetDeviceConfig | null;
+  /** The mail server of e-mail alarm notifications (src/config/smtp.ts), or null when none is configured. */
+  readonly smtp: SmtpConfig | null;
   /** The config file read, or null when none was. */
   readonly configFile: string | null;
 }
 
 /** The top-level scalar keys a config file or the environment may set (sections have their own tables). */
-export type ConfigKey = Exclude<keyof Config, 'configFile' | 'uplink' | 'mqtt' | 'bacnetDevice'>;
+export type ConfigKey = Exclude<keyof Config, 'configFile' | 'uplink' | 'mqtt' | 'bacnetDevice' | 'smtp'>;
 
 /** Nested sections of the config file, each an object with its own keys. */
-export const CONFIG_SECTIONS = ['uplink', 'mqtt', 'bacnetDevice'] as const;
+export const CONFIG_SECTIONS = ['uplink', 'mqtt', 'bacnetDevice', 'smtp'] as const;
 
 /**
  * Time zones live in src/haystack, which config may not import (docs/design/README.md dependency

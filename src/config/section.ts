@@ -7,6 +7,8 @@
  */
 import { isIPv4 } from 'node:net';
 
+import { accessSync, constants } from 'node:fs';
+
 /** A parser returns the typed value, or a string saying what was expected. */
 export type Parsed<T> = { ok: T } | { expected: string };
 
@@ -157,4 +159,33 @@ export function redactSection<C extends object>(keys: SectionKeys<C>, value: C):
   const out: Record<string, unknown> = { ...(value as Record<string, unknown>) };
   for (const k of Object.keys(keys) as (keyof C & string)[]) if ((keys[k] as SubKey<unknown>).secret === true && out[k] !== null) out[k] = '(hidden)';
   return out;
+}
+
+/**
+ * A server's address (uplink, mqtt, smtp): a URL of one of `schemes` (`https:`), without a query,
+ * a fragment or credentials (those are keys of their own, kept out of what is shown).
+ */
+export function serverUrl(raw: unknown, schemes: readonly string[], expected: string, credentials: string): { url: URL } | { expected: string } {
+  if (typeof raw !== 'string') return { expected };
+  let u: URL;
+  try {
+    u = new URL(raw.trim());
+  } catch {
+    return { expected };
+  }
+  if (!schemes.includes(u.protocol) || u.hostname === '' || u.search !== '' || u.hash !== '') return { expected };
+  if (u.username !== '' || u.password !== '') return { expected: `${expected}, without credentials (use ${credentials})` };
+  return { url: u };
+}
+
+/** The path of a file the daemon must read (TLS material), checked readable now so check-config finds a wrong path. */
+export function readableFile(raw: unknown, what: string): Parsed<string> {
+  const r = text(raw, `the path of ${what}`);
+  if (!('ok' in r)) return r;
+  try {
+    accessSync(r.ok, constants.R_OK);
+  } catch (e) {
+    return { expected: `a readable file with ${what} (${(e as NodeJS.ErrnoException).code ?? 'unreadable'})` };
+  }
+  return r;
 }

@@ -9,7 +9,7 @@
  * EnvironmentFile or credential). Tuning keys are file-only.
  */
 
-import { type Parsed, type SectionContext, type SectionKeys, type SectionProblem, bool, filter, integer, loadSection, redactSection, text } from './section.js';
+import { type Parsed, type SectionContext, type SectionKeys, type SectionProblem, bool, filter, integer, loadSection, redactSection, serverUrl, text } from './section.js';
 
 export type { SectionProblem } from './section.js';
 
@@ -50,18 +50,10 @@ export interface UplinkConfig {
 export type UplinkContext = SectionContext;
 
 function url(raw: unknown): Parsed<string> {
-  const expected = 'an http:// or https:// address of the upstream service, such as https://cloud.example.com';
-  if (typeof raw !== 'string') return { expected };
-  let u: URL;
-  try {
-    u = new URL(raw.trim());
-  } catch {
-    return { expected };
-  }
-  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.search !== '' || u.hash !== '') return { expected };
-  if (u.username !== '' || u.password !== '') return { expected: `${expected}, without credentials (use clientId/clientSecret and username/password)` };
+  const r = serverUrl(raw, ['http:', 'https:'], 'an http:// or https:// address of the upstream service, such as https://cloud.example.com', 'clientId/clientSecret and username/password');
+  if (!('url' in r)) return r;
   // Without a trailing slash, so paths append as `${url}/api/read`.
-  return { ok: u.href.replace(/\/+$/, '') };
+  return { ok: r.url.href.replace(/\/+$/, '') };
 }
 
 const MINUTE = 60_000;

@@ -76,6 +76,7 @@ t.test('defaults', async (t) => {
     uplink: null,
     mqtt: null,
     bacnetDevice: null,
+    smtp: null,
     configFile: null,
   });
   t.ok(Object.isFrozen(c), 'frozen');
@@ -123,6 +124,7 @@ t.test('file, then environment over it, then --config choosing the file', async 
     uplink: null,
     mqtt: null,
     bacnetDevice: null,
+    smtp: null,
     configFile: f,
   });
   const env = { HAYLOFT_CONFIG: f, HAYLOFT_DATA_DIR: 'd2', HAYLOFT_HOST: '::1', HAYLOFT_PORT: '0', HAYLOFT_DEBUG: 'no', HAYLOFT_LOG_LEVEL: 'WARN' };

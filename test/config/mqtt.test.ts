@@ -5,11 +5,11 @@
  */
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import t, { type Test } from 'tap';
-import { type ConfigProblem, loadConfig, redactMqtt } from '../../src/config/index.js';
+import t from 'tap';
+import { loadConfig, redactMqtt } from '../../src/config/index.js';
 import { parseFilter } from '../../src/haystack/filter.js';
 import { findTimeZone } from '../../src/haystack/tz.js';
-import { ErrorCodes, HayloftError } from '../../src/lib/errors.js';
+import { configFile, problemsOf } from '../helpers/config-file.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const zones = { host: () => 'UTC', known: (n: string) => findTimeZone(n) !== undefined };
@@ -23,22 +23,7 @@ const checkFilter = (text: string): string | null => {
 };
 const base = { zones, cwd: '/srv/hayloft', hostname: () => 'pi-42', checkFilter };
 
-function file(t: Test, content: unknown, dir = tempDir(t)): string {
-  const p = path.join(dir, 'hayloft.json');
-  writeFileSync(p, JSON.stringify(content));
-  return p;
-}
-
-function problemsOf(t: Test, opts: Parameters<typeof loadConfig>[0]): Map<string, ConfigProblem> {
-  try {
-    loadConfig(opts);
-  } catch (e) {
-    t.ok(e instanceof HayloftError && e.code === ErrorCodes.BAD_CONFIG, 'HL_BAD_CONFIG');
-    return new Map(((e as HayloftError).cause as ConfigProblem[]).map((p) => [p.key, p]));
-  }
-  t.fail('the config loaded');
-  return new Map();
-}
+const file = configFile;
 
 const minimal = { url: 'mqtt://broker.example.com:1883', groupId: 'Plant1', edgeNodeId: 'pi-42' };
 

@@ -441,6 +441,26 @@ export class EdgeNode implements Part {
     if (!s.closed) this.schedule(more ? 0 : Math.max(0, this.cfg.publishIntervalMs - (this.o.clock.monotonic() - this.passAt)));
   }
 
+  /**
+   * A message outside Sparkplug (alarm notifications, docs/alarms.md "MQTT") on this session, QoS
+   * 1, not retained: resolves on the broker's PUBACK; throws while there is no session (the caller
+   * keeps the message and tries again). It does not wait for the births or a primary host: an
+   * alarm is for whoever subscribes to its topic.
+   */
+  async publishMessage(t: string, payload: string, timeoutMs = 10_000): Promise<void> {
+    const s = this.session;
+    if (s === null || s.closed || !s.connected) throw new Error(`mqtt: not connected to ${this.cfg.url}${this.lastError !== null ? ` (${this.lastError})` : ''}`);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, fail) => {
+      timer = setTimeout(() => fail(new Error(`mqtt: no PUBACK from ${this.cfg.url} within ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      await Promise.race([s.client.publishAsync(t, payload, { qos: 1, retain: false }), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   /** Publishes with the session's next seq; resolves on the broker's acknowledgement. */
   private publish(s: Session, t: string, payload: UPayload, qos: 0 | 1 = 1): Promise<unknown> {
     if (s.closed) return Promise.reject(new Error('the session closed'));
