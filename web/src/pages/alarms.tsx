@@ -52,7 +52,9 @@ function AlarmCard({ a, session, onDone }: { a: Row; session: Session; onDone: (
       await session.op(op, grid([{ alarmId: `s:${id}`, ...row }]));
       onDone();
     } catch (e) {
-      setErr(message(e));
+      // The request names one alarm, so the server's `row 0: ` adds nothing; an alarm that closed
+      // since the list was read is said in words rather than by its ids.
+      setErr(e instanceof ApiError && e.errCode === 'HL_NOT_FOUND' ? 'This alarm is no longer open: it closed since the list was read (see the history below).' : message(e).replace(/^row 0: /, ''));
     } finally {
       setBusy(false);
     }
@@ -116,7 +118,7 @@ function AlarmCard({ a, session, onDone }: { a: Row; session: Session; onDone: (
           <form class="row" onSubmit={ack} aria-label={`Acknowledge ${str(a.dis)}`}>
             <label class="grow">
               Note
-              <input name="note" maxLength={1000} placeholder="what was done (optional)" />
+              <input name="note" maxLength={1000} placeholder="optional" />
             </label>
             <button type="submit" disabled={busy}>
               Acknowledge
@@ -212,7 +214,7 @@ export function Alarms({ session }: { session: Session }) {
       {history.length === 0 ? (
         <p class="muted">Nothing yet.</p>
       ) : (
-        <div class="scroll-x">
+        <div>
           <table class="grid history" data-history>
             <thead>
               <tr>
@@ -227,19 +229,20 @@ export function Alarms({ session }: { session: Session }) {
             </thead>
             <tbody>
               {history.map((h) => (
+                // On a phone each row stacks (style.css): the cells' data-label names them.
                 <tr class={`ev-${str(h.event)}`}>
-                  <td>{h.ts != null ? show(h.ts) : 'not yet dated'}</td>
-                  <td>
+                  <td data-label="Time">{h.ts != null ? show(h.ts) : 'not yet dated'}</td>
+                  <td data-label="Event">
                     {str(h.event)}
                     {h.until != null && <> until {show(h.until)}</>}
                   </td>
-                  <td>
-                    {conds.get(refId(h.condRef)) ?? refDis(h.condRef)} <span class="muted">P{show(h.priority)}</span>
+                  <td data-label="Alarm">
+                    {conds.get(refId(h.condRef)) ?? (refDis(h.condRef) === refId(h.condRef) ? 'a deleted condition' : refDis(h.condRef))} <span class="muted">P{show(h.priority)}</span>
                   </td>
-                  <td>{refDis(h.sourceRef)}</td>
-                  <td>{show(h.val)}</td>
-                  <td>{str(h.user)}</td>
-                  <td>{str(h.note)}</td>
+                  <td data-label="Point">{refDis(h.sourceRef)}</td>
+                  <td data-label="Value">{show(h.val)}</td>
+                  <td data-label="By">{str(h.user)}</td>
+                  <td data-label="Note">{str(h.note)}</td>
                 </tr>
               ))}
             </tbody>

@@ -253,7 +253,9 @@ function Editor({ session, rec, calendars, onSaved, onCancel }: { session: Sessi
       onSaved();
     } catch (x) {
       const text = x instanceof Error ? x.message : String(x);
-      setErr({ at: placeOf(text), text });
+      const at = placeOf(text);
+      // Under its event or field the place is plain: `schedule @id: weekly[0]: "x" is not a day` -> `"x" is not a day`.
+      setErr({ at, text: at === undefined ? text : text.replace(/^schedule @\S*\s*:\s*(weekly\[\d+\]|exceptions\[\d+\](\.events(\[\d+\])?)?)?:?\s*/, '') });
     } finally {
       setBusy(false);
     }
