@@ -1,7 +1,7 @@
 /**
  * The schedules (docs/schedules.md): each `schedule` record's week drawn as a grid (a bar per
  * day, midnight to midnight, its value in each stretch), its exceptions, and from the `schedules`
- * op its value now and its next transitions (in its zone). **Edit** changes the week's events,
+ * op its value now and its next transitions (in its zone), read again every 30 s. **Edit** changes the week's events,
  * the exceptions and the default value through updateRec; the server checks everything and its
  * message is shown under the event, exception or field it names (`weekly[2]`, `exceptions[0]`,
  * `defaultVal`), else above the form.
@@ -451,7 +451,7 @@ export function Schedules({ session }: { session: Session }) {
 
   useEffect(() => {
     let gone = false;
-    void (async () => {
+    const load = async (): Promise<void> => {
       try {
         const [r, s, c] = await Promise.all([session.read('schedule'), session.op('schedules', grid([{ count: 'n:6' }])), session.read('calendar')]);
         if (gone) return;
@@ -463,9 +463,14 @@ export function Schedules({ session }: { session: Session }) {
         if (e instanceof ApiError && e.notAvailable) setNa(true);
         else setErr(e instanceof Error ? e.message : String(e));
       }
-    })();
+    };
+    void load();
+    // The value now and the next transitions move on by themselves: read them again each half
+    // minute (an open editor keeps what is being typed: its state is its own).
+    const timer = setInterval(() => void load(), 30_000);
     return () => {
       gone = true;
+      clearInterval(timer);
     };
   }, [session, tick]);
 
