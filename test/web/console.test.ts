@@ -9,15 +9,15 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
-import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
 import t from 'tap';
 import { EngineeringUnits, ObjectType, PropertyIdentifier } from '@bacnet-js/client';
 import { ADMIN } from '../helpers/app.js';
 import { BacnetDevice, enumerated, freeUdpPort, real, text } from '../helpers/bacnet-device.js';
+import { CHROMIUM, jsonApi, jsonGrid, launchChromium } from '../helpers/browser.js';
 import { serveChild } from '../helpers/serve-child.js';
 import { tempDir } from '../helpers/tmp.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const ROOT = new URL('../../', import.meta.url).pathname;
 const SHOTS = join(ROOT, 'screenshots');
 
@@ -41,16 +41,8 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   t.teardown(() => device.stop());
   const bacnetHost = '127.0.0.3';
   const s = await serveChild(t, tempDir(t), { HAYLOFT_BACNET_INTERFACE: bacnetHost, HAYLOFT_BACNET_PORT: String(await freeUdpPort(bacnetHost)) }, ['--demo']);
-  const api = async (op: string, body: unknown): Promise<{ rows: Record<string, unknown>[] }> => {
-    const res = await fetch(`${s.base}/api/${op}`, { method: 'POST', headers: { ...s.auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-    if (!res.ok) throw new Error(`${op}: ${res.status} ${await res.text()}`);
-    return (await res.json()) as { rows: Record<string, unknown>[] };
-  };
-  const grid = (rows: Record<string, unknown>[], meta: Record<string, unknown> = {}): unknown => ({
-    meta: { ver: '3.0', ...meta },
-    cols: [...new Set(rows.flatMap((r) => Object.keys(r)))].map((name) => ({ name })),
-    rows,
-  });
+  const api = jsonApi(s);
+  const grid = jsonGrid;
 
   // A device nobody answers for: a port that was free a moment ago.
   const deadPort = await new Promise<number>((resolve) => {
@@ -82,11 +74,7 @@ t.test('the console in a browser', { timeout: 150_000, skip }, async (t) => {
   if (rows.length > 0) await api('hisWrite', grid(rows, { id: 'r:demo.ahu1.returnTemp' }));
 
   // launch() gives chromium a fresh temporary profile (user-data-dir) of its own each time.
-  const browser: Browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  const browser: Browser = await launchChromium();
   t.teardown(() => browser.close());
 
   /** Problems seen in the page; `allow` names answers a step expects (a validation error). */

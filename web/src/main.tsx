@@ -13,11 +13,15 @@ import { Connectors } from './pages/connectors.js';
 import { System } from './pages/system.js';
 import { Edit } from './pages/edit.js';
 import { Discovery } from './pages/discovery.js';
+import { AlarmBanner, Alarms, useAlarmCounts } from './pages/alarms.js';
+import { Schedules } from './pages/schedules.js';
 import './style.css';
 
 const PAGES = [
   ['points', 'Points'],
+  ['alarms', 'Alarms'],
   ['connectors', 'Connectors'],
+  ['schedules', 'Schedules'],
   ['discovery', 'Discovery'],
   ['edit', 'Edit'],
   ['system', 'System'],
@@ -40,6 +44,11 @@ function App({ session }: { session: Session }) {
     session.onEnd = () => setTick((n) => n + 1);
   }, [session]);
   if (!session.loggedIn) return <Login session={session} onDone={() => setTick((n) => n + 1)} />;
+  return <Shell session={session} hash={hash} onChange={() => setTick((n) => n + 1)} />;
+}
+
+function Shell({ session, hash, onChange }: { session: Session; hash: string; onChange: () => void }) {
+  const alarms = useAlarmCounts(session);
   const [name, ...rest] = hash.replace(/^#\/?/, '').split('/');
   const page = name || 'points';
   const arg = rest.map(decodeURIComponent).join('/');
@@ -57,8 +66,14 @@ function App({ session }: { session: Session }) {
     case 'edit':
       body = <Edit session={session} id={arg} key={arg} />;
       break;
+    case 'alarms':
+      body = <Alarms session={session} />;
+      break;
+    case 'schedules':
+      body = <Schedules session={session} />;
+      break;
     case 'system':
-      body = <System session={session} onImpersonate={() => setTick((n) => n + 1)} />;
+      body = <System session={session} onImpersonate={onChange} />;
       break;
     default:
       body = <Tree session={session} />;
@@ -72,6 +87,11 @@ function App({ session }: { session: Session }) {
           {PAGES.map(([p, label]) => (
             <a href={`#/${p}`} class={current === p ? 'on' : ''} aria-current={current === p ? 'page' : undefined}>
               {label}
+              {p === 'alarms' && alarms !== undefined && alarms.active > 0 && (
+                <span class="nav-badge" aria-label={`${alarms.active} active`}>
+                  {alarms.active}
+                </span>
+              )}
             </a>
           ))}
         </nav>
@@ -82,6 +102,7 @@ function App({ session }: { session: Session }) {
           </button>
         </span>
       </header>
+      {page !== 'alarms' && <AlarmBanner counts={alarms} />}
       <main>{body}</main>
     </>
   );

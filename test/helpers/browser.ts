@@ -1,0 +1,35 @@
+/**
+ * What the console's browser tests share (test/web/*.test.ts): Debian's chromium launched headless
+ * by playwright-core, and a JSON client of the server's ops to set things up and read them back.
+ */
+import { type Browser, chromium } from 'playwright-core';
+import type { Child } from './serve-child.js';
+
+export const CHROMIUM = '/usr/bin/chromium';
+
+/** chromium with a fresh temporary profile (launch() gives each its own user-data-dir). */
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+}
+
+/** A grid in Haystack JSON from rows of already-encoded cells. */
+export function jsonGrid(rows: Record<string, unknown>[], meta: Record<string, unknown> = {}): unknown {
+  return {
+    meta: { ver: '3.0', ...meta },
+    cols: [...new Set(rows.flatMap((r) => Object.keys(r)))].map((name) => ({ name })),
+    rows,
+  };
+}
+
+/** POSTs a grid to /api/<op> as the server's administrator; throws on any error answer. */
+export function jsonApi(s: Pick<Child, 'base' | 'auth'>): (op: string, body: unknown) => Promise<{ rows: Record<string, unknown>[] }> {
+  return async (op, body) => {
+    const res = await fetch(`${s.base}/api/${op}`, { method: 'POST', headers: { ...s.auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    if (!res.ok) throw new Error(`${op}: ${res.status} ${await res.text()}`);
+    return (await res.json()) as { rows: Record<string, unknown>[] };
+  };
+}
