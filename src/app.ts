@@ -45,6 +45,8 @@ import { Poller } from './poller/index.js';
 import type { Commissioning } from './poller/commission.js';
 import { configChecksum, nodeFigures } from './sync/mqtt/node-figures.js';
 import type { NodeFigures } from './lib/part.js';
+import { installPrefix, stateFile as updateStateFile } from './lib/update.js';
+import { UpdateStatus } from './lib/update-status.js';
 
 let pkgDir: { dir: URL; version: string } | undefined;
 
@@ -60,6 +62,11 @@ function packageDir(): { dir: URL; version: string } {
     }
     if (dir.pathname === '/') return (pkgDir = { dir: new URL('.', import.meta.url), version: '0.0.0' });
   }
+}
+
+/** The folder of the running release (its package.json): `<prefix>/releases/<version>` in an install. */
+export function packageRoot(): string {
+  return fileURLToPath(packageDir().dir);
 }
 
 export function productVersion(): string {
@@ -102,6 +109,8 @@ export interface AppOptions {
   processMetrics?: boolean;
   /** Overrides of the clock's witnesses (lib/clock-trust.ts): tests give a floor, a timesync folder. */
   clockTrust?: Pick<ClockTrustOptions, 'floorMs' | 'timesyncDir' | 'timers'>;
+  /** The last update's state file (lib/update.ts); default: the install's, when running from one. */
+  updateState?: string | null;
 }
 
 /** What App.open builds before the App exists. */
@@ -247,6 +256,8 @@ export class App {
     return {
       ok,
       status: !ok ? 'unavailable' : degraded ? 'degraded' : 'ok',
+      // What `hayloft update` waits for: the new version answering healthy.
+      version: productVersion(),
       uptimeSeconds: Math.round((this.clock.now() - this.bootTime) / 1000),
       ...(reasons.length > 0 ? { reasons } : {}),
       // Whether the wall clock can date what is stored (lib/clock-trust.ts; its detail in parts.clock).
@@ -284,6 +295,9 @@ export class App {
     // Before anything is dated: whether the clock can be trusted (its last good time is in the data folder).
     const clockTrust = new ClockTrust({ clock, log, dataDir: store.dir, sync: config.clockSync, ...(opts.clockTrust ?? {}) });
     await parts.start(clockTrust, metrics);
+    // The last `hayloft update`, shown in /api/health and NBIRTH (lib/update-status.ts).
+    const installed = installPrefix(packageRoot());
+    await parts.start(new UpdateStatus(opts.updateState !== undefined ? opts.updateState : installed === null ? null : updateStateFile(installed)), metrics);
     try {
       // Built first (no I/O until a connector opens): the model learns the connector markers and
       // record checks from it, point state which tags name a driver's connector.
