@@ -13,6 +13,7 @@ import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSy
 import { createServer, type AddressInfo } from 'node:net';
 import path from 'node:path';
 import t from 'tap';
+import { startApp } from './helpers/app.js';
 import { tempDir } from './helpers/tmp.js';
 
 const CLI = new URL('../src/cli.ts', import.meta.url).pathname;
@@ -278,4 +279,33 @@ t.test('kill -9 while backing the data up: --recover removes the new release, ch
   t.same(snapshot(w.data), before, 'data unchanged');
   t.notOk(existsSync(`${w.data}.before-update`), 'no backup left');
   t.equal((await w.health())?.version, '0.1.0', 'the running version was never stopped by the killed update\'s fake stop');
+});
+
+t.test('the daemon shows the last update: /api/health (version, parts.update) and the NBIRTH figures', async (t) => {
+  const dir = tempDir(t);
+  const file = path.join(dir, 'update-state.json');
+  const last = { result: 'rolled-back', from: '0.1.0', to: '0.2.0', running: '0.1.0', at: '2026-11-28T05:00:00.000Z', message: 'update to 0.2.0 rolled back: answers 503 unavailable; 0.1.0 and its data are back and healthy' };
+  writeFileSync(file, JSON.stringify(last));
+  const r = await startApp(t, { updateState: file });
+  const h = (await (await fetch(`${r.base}/api/health`)).json()) as { ok: boolean; version: string; parts: { update: { lastUpdate: unknown } } };
+  t.equal(h.ok, true, 'a rolled-back update leaves a healthy gateway');
+  t.equal(h.version, (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version, 'health says the version (what update waits for)');
+  t.same(h.parts.update.lastUpdate, last);
+  const f = await r.app.nodeFigures();
+  t.same(f['Update/Result'], { type: 'String', value: 'rolled-back' });
+  t.same(f['Update/To'], { type: 'String', value: '0.2.0' });
+  t.same(f['Update/At'], { type: 'DateTime', value: Date.parse(last.at) });
+  t.match(f['Update/Message']?.value, /rolled back/);
+});
+
+t.test('no update yet: no figures, lastUpdate null', async (t) => {
+  const r = await startApp(t, { updateState: path.join(tempDir(t), 'none.json') });
+  const h = (await (await fetch(`${r.base}/api/health`)).json()) as { parts: { update: { lastUpdate: unknown } } };
+  t.equal(h.parts.update.lastUpdate, null);
+  t.equal((await r.app.nodeFigures())['Update/Result'], undefined);
+});
+
+t.test('the unit runs --recover before every start, as root (the + prefix)', async (t) => {
+  const unit = readFileSync(new URL('../systemd/hayloft.service', import.meta.url), 'utf8');
+  t.match(unit, /^ExecStartPre=\+\/opt\/hayloft\/bin\/hayloft update --recover$/m);
 });

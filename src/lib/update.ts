@@ -36,7 +36,7 @@ export interface UpdateState {
   message: string;
 }
 
-type Phase = 'unpacking' | 'unpacked' | 'backing-up' | 'backed-up' | 'switched' | 'healthy' | 'rolling-back';
+type Phase = 'unpacking' | 'unpacked' | 'backing-up' | 'backed-up' | 'switched' | 'healthy' | 'rolling-back' | 'rolled-back';
 
 interface Journal {
   pid: number;
@@ -225,6 +225,7 @@ function rollBack(prefix: string, j: Journal): void {
   writeJson(journal, { ...j, phase: 'rolling-back' });
   link(prefix, j.from);
   restoreData(j);
+  writeJson(journal, { ...j, phase: 'rolled-back' });
   rmSync(backupDir(j.dataDir), { recursive: true, force: true });
 }
 
@@ -310,8 +311,13 @@ export async function update(o: UpdateOptions): Promise<UpdateState> {
     o.log.warn({ err: e }, 'stopping the failed release failed; rolling back anyway');
   }
   rollBack(prefix, j);
-  run(o.service.start, `starting ${from} again`);
-  const back = await healthy(o.healthUrl, from, o.healthTimeoutMs);
+  let back: string | null;
+  try {
+    run(o.service.start, `starting ${from} again`);
+    back = await healthy(o.healthUrl, from, o.healthTimeoutMs);
+  } catch (e) {
+    back = (e as Error).message;
+  }
   const state = finish(prefix, o.log, {
     result: 'rolled-back',
     from,
@@ -368,6 +374,9 @@ export function recover(prefix: string, log: Logger): UpdateState | null {
     case 'healthy':
       rmSync(backupDir(j.dataDir), { recursive: true, force: true });
       return finish(prefix, log, { result: 'ok', from: j.from, to: j.to, running: j.to, at, message: `updated from ${j.from} to ${j.to}: healthy (finished by --recover)` });
+    case 'rolled-back':
+      rmSync(backupDir(j.dataDir), { recursive: true, force: true });
+      return finish(prefix, log, { result: 'rolled-back', from: j.from, to: j.to, running: j.from, at, message: `the update to ${j.to} was rolled back: ${j.from} and its data are back` });
     case 'switched':
     case 'rolling-back':
       rollBack(prefix, j);
