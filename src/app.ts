@@ -256,8 +256,6 @@ export class App {
     return {
       ok,
       status: !ok ? 'unavailable' : degraded ? 'degraded' : 'ok',
-      // What `hayloft update` waits for: the new version answering healthy.
-      version: productVersion(),
       uptimeSeconds: Math.round((this.clock.now() - this.bootTime) / 1000),
       ...(reasons.length > 0 ? { reasons } : {}),
       // Whether the wall clock can date what is stored (lib/clock-trust.ts; its detail in parts.clock).

@@ -1,7 +1,7 @@
 /**
  * The last `hayloft update` as the daemon shows it (lib/update.ts writes it): in /api/health
- * (parts.update), hence the console's System page, and to a fleet's host in NBIRTH as the
- * `Update/...` figures. Read once at start: an update always restarts the daemon.
+ * (parts.update: the result and when), hence the console's System page, and to a fleet's host in
+ * NBIRTH as the `Update/...` figures (versions and message too). Read once at start: an update always restarts the daemon.
  */
 import type { NodeFigures, Part, PartHealth } from './part.js';
 import { readUpdateState, type UpdateState } from './update.js';
@@ -19,7 +19,9 @@ export class UpdateStatus implements Part {
 
   health(): PartHealth {
     // Informative only: a rolled-back update leaves the old version serving, which is healthy.
-    return { ok: true, lastUpdate: this.last };
+    // The result and when, no versions: /api/health answers anyone and says nothing about the
+    // device beyond its state (the versions and the message are in NBIRTH and the state file).
+    return { ok: true, lastUpdate: this.last === null ? null : { result: this.last.result, at: this.last.at } };
   }
 
   nodeFigures(): NodeFigures {

@@ -195,15 +195,22 @@ function restoreData(j: Journal): void {
   if (j.dataExisted) renameSync(restoring, data);
 }
 
-async function healthy(url: string, version: string, timeoutMs: number): Promise<string | null> {
+/**
+ * Waits for /api/health to answer healthy from a daemon started after `since` (performance.now()):
+ * its uptimeSeconds says so. /api/health does not say the version (it answers anyone, and says
+ * nothing about the device beyond its state); the service was stopped before `current` switched,
+ * so a daemon started since runs the release `current` links to.
+ */
+async function healthy(url: string, since: number, timeoutMs: number): Promise<string | null> {
   const deadline = performance.now() + timeoutMs;
   let last = 'no answer';
   for (;;) {
     try {
       const res = await fetch(url, { signal: AbortSignal.timeout(Math.max(1000, Math.min(5000, deadline - performance.now()))) });
-      const body = (await res.json().catch(() => ({}))) as { ok?: boolean; version?: string; status?: string; reasons?: string[] };
-      if (res.status === 200 && body.ok === true && body.version === version) return null;
-      last = body.version !== version ? `answers version ${body.version ?? '(none)'}` : `answers ${res.status} ${body.status ?? ''} ${(body.reasons ?? []).join('; ')}`.trim();
+      const body = (await res.json().catch(() => ({}))) as { ok?: boolean; uptimeSeconds?: number; status?: string; reasons?: string[] };
+      const fresh = typeof body.uptimeSeconds === 'number' && body.uptimeSeconds <= (performance.now() - since) / 1000 + 1;
+      if (res.status === 200 && body.ok === true && fresh) return null;
+      last = !fresh ? 'the daemon answering was not started by the update (it did not stop?)' : `answers ${res.status} ${body.status ?? ''} ${(body.reasons ?? []).join('; ')}`.trim();
     } catch (e) {
       last = (e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message;
     }
@@ -292,8 +299,9 @@ export async function update(o: UpdateOptions): Promise<UpdateState> {
   o.log.info({ to }, `switched to ${to}; starting it and waiting up to ${o.healthTimeoutMs / 1000} s for it to answer healthy`);
   let problem: string | null;
   try {
+    const since = performance.now();
     run(o.service.start, 'starting the service');
-    problem = await healthy(o.healthUrl, to, o.healthTimeoutMs);
+    problem = await healthy(o.healthUrl, since, o.healthTimeoutMs);
   } catch (e) {
     problem = (e as Error).message;
   }
@@ -313,8 +321,9 @@ export async function update(o: UpdateOptions): Promise<UpdateState> {
   rollBack(prefix, j);
   let back: string | null;
   try {
+    const since = performance.now();
     run(o.service.start, `starting ${from} again`);
-    back = await healthy(o.healthUrl, from, o.healthTimeoutMs);
+    back = await healthy(o.healthUrl, since, o.healthTimeoutMs);
   } catch (e) {
     back = (e as Error).message;
   }
