@@ -55,6 +55,8 @@ import { type Delivery, type RouteKind, webhookDelivery } from './alarm/delivery
 import { defaultAlarmTopic, mqttDelivery } from './alarm/mqtt-notify.js';
 import { Notifier } from './alarm/notifier.js';
 import { Scheduler } from './schedule/scheduler.js';
+import { installPrefix, stateFile as updateStateFile } from './lib/update.js';
+import { UpdateStatus } from './lib/update-status.js';
 
 let pkgDir: { dir: URL; version: string } | undefined;
 
@@ -70,6 +72,11 @@ function packageDir(): { dir: URL; version: string } {
     }
     if (dir.pathname === '/') return (pkgDir = { dir: new URL('.', import.meta.url), version: '0.0.0' });
   }
+}
+
+/** The folder of the running release (its package.json): `<prefix>/releases/<version>` in an install. */
+export function packageRoot(): string {
+  return fileURLToPath(packageDir().dir);
 }
 
 export function productVersion(): string {
@@ -112,6 +119,8 @@ export interface AppOptions {
   processMetrics?: boolean;
   /** Overrides of the clock's witnesses (lib/clock-trust.ts): tests give a floor, a timesync folder. */
   clockTrust?: Pick<ClockTrustOptions, 'floorMs' | 'timesyncDir' | 'timers'>;
+  /** The last update's state file (lib/update.ts); default: the install's, when running from one. */
+  updateState?: string | null;
 }
 
 /** What App.open builds before the App exists. */
@@ -321,6 +330,9 @@ export class App {
     // Before anything is dated: whether the clock can be trusted (its last good time is in the data folder).
     const clockTrust = new ClockTrust({ clock, log, dataDir: store.dir, sync: config.clockSync, ...(opts.clockTrust ?? {}) });
     await parts.start(clockTrust, metrics);
+    // The last `hayloft update`, shown in /api/health and NBIRTH (lib/update-status.ts).
+    const installed = installPrefix(packageRoot());
+    await parts.start(new UpdateStatus(opts.updateState !== undefined ? opts.updateState : installed === null ? null : updateStateFile(installed)), metrics);
     try {
       // Built first (no I/O until a connector opens): the model learns the connector markers and
       // record checks from it, point state which tags name a driver's connector.

@@ -6,7 +6,8 @@
 import { parseArgs } from 'node:util';
 import type { DemoDevice } from './demo.js';
 import { systemClock } from './lib/clock.js';
-import { App, type AppOptions, firstRunFromEnv, productVersion } from './app.js';
+import { App, type AppOptions, firstRunFromEnv, packageRoot, productVersion } from './app.js';
+import { installPrefix, recover, update as runUpdate } from './lib/update.js';
 import type { Bootstrap } from './auth/auth.js';
 import { randomSecret } from './auth/passwords.js';
 import { type Config, loadConfig, redactMqtt, redactSmtp, redactUplink } from './config/index.js';
@@ -47,6 +48,12 @@ commands:
   restore <file>                 restore a backup into the data folder, which must be empty
   sync status [--points] [--json]
                                  the uplink backlog per connector (samples not yet acknowledged)
+  update <artifact> [--public-key FILE] [--health-timeout S]
+                                 install a signed release artifact beside the running one, back
+                                 the data folder up, switch, and roll back code and data by
+                                 itself when it is not healthy in time (docs/updates.md)
+  update --recover               finish or undo an interrupted update (the unit runs it before
+                                 each start)
   modbus-map import <connector> <file.csv>
                                  attach a Modbus register map to a connector (id or name) as
                                  its modbusRegMap; every bad row is listed and nothing changes
@@ -417,6 +424,58 @@ async function restore(args: string[]): Promise<void> {
   );
 }
 
+async function update(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: {
+      'public-key': { type: 'string' },
+      signature: { type: 'string' },
+      'health-timeout': { type: 'string' },
+      prefix: { type: 'string' },
+      url: { type: 'string' },
+      'stop-command': { type: 'string' },
+      'start-command': { type: 'string' },
+      recover: { type: 'boolean' },
+      config: { type: 'string' },
+    },
+    allowPositionals: true,
+  });
+  const env = process.env;
+  const prefix = values.prefix ?? installPrefix(packageRoot());
+  const log = createLogger({ level: 'info' });
+  if (values.recover === true) {
+    // The unit's ExecStartPre: outside an install (a checkout) there is nothing to recover.
+    if (prefix === null) return;
+    const r = recover(path.resolve(prefix), log);
+    if (r !== null) process.stdout.write(`${r.message}\n`);
+    log.flush();
+    return;
+  }
+  const [artifact] = positionals;
+  if (artifact === undefined) fail('update needs a release artifact: hayloft update <hayloft-<version>-linux.tar.gz>');
+  if (prefix === null) fail(`${packageRoot()} is not a release of an install (<prefix>/releases/<version>, scripts/install.sh): give --prefix`);
+  const cfg = config(args);
+  const timeout = Number(values['health-timeout'] ?? 120);
+  if (!Number.isFinite(timeout) || timeout < 1 || timeout > 3600) fail(`--health-timeout: expected seconds from 1 to 3600, got "${values['health-timeout']}"`);
+  const systemd = existsSync('/run/systemd/system');
+  const stop = values['stop-command'] ?? env.HAYLOFT_UPDATE_STOP ?? (systemd ? 'systemctl stop hayloft.service' : undefined);
+  const start = values['start-command'] ?? env.HAYLOFT_UPDATE_START ?? (systemd ? 'systemctl start hayloft.service' : undefined);
+  if (stop === undefined || start === undefined) fail('systemd is not running here: give the commands that stop and start Hayloft (--stop-command and --start-command, or HAYLOFT_UPDATE_STOP and HAYLOFT_UPDATE_START)');
+  const r = await runUpdate({
+    artifact: path.resolve(artifact),
+    ...(values.signature !== undefined ? { signature: path.resolve(values.signature) } : {}),
+    publicKey: values['public-key'] ?? cfg.updatePublicKey,
+    prefix: path.resolve(prefix),
+    dataDir: cfg.dataDir,
+    healthUrl: `${(values.url ?? env.HAYLOFT_URL ?? localUrl(cfg)).replace(/\/+$/, '')}/api/health`,
+    healthTimeoutMs: timeout * 1000,
+    service: { stop, start },
+    log,
+  });
+  log.flush();
+  process.stdout.write(`${r.message}\n`);
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command = 'serve', ...rest] = argv;
   switch (command) {
@@ -445,6 +504,8 @@ async function main(argv: string[]): Promise<void> {
       return backup(rest);
     case 'restore':
       return restore(rest);
+    case 'update':
+      return update(rest);
     case '-h':
     case '--help':
     case 'help':

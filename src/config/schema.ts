@@ -52,6 +52,8 @@ export interface Config {
   readonly tlsCert: string | null;
   /** PEM file of the certificate's private key (with tlsCert). */
   readonly tlsKey: string | null;
+  /** Ed25519 public key (PEM file, or its text) that `hayloft update` checks release artifacts against; none: updates are refused. */
+  readonly updatePublicKey: string | null;
   /** Largest request body of the ops that write in bulk (hisWrite, createRec, updateRec), in bytes. */
   readonly maxBodyBytes: number;
   /** Largest request body of every other op (reads, watches, deletes), in bytes. */
@@ -247,6 +249,11 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
     env: 'HAYLOFT_TLS_KEY',
     default: () => null,
     parse: (raw) => text(raw, 'the path of a PEM private key file'),
+  },
+  updatePublicKey: {
+    env: 'HAYLOFT_UPDATE_PUBLIC_KEY',
+    default: () => null,
+    parse: (raw) => text(raw, 'the path of an Ed25519 public key PEM file, or its PEM text'),
   },
   maxBodyBytes: {
     env: 'HAYLOFT_MAX_BODY_BYTES',

@@ -132,6 +132,10 @@ export const ErrorCodes = {
   RESTORE_NOT_EMPTY: 'HL_RESTORE_NOT_EMPTY',
   /** GraphQL: a query deeper, wider or with more history data points than the limits allow. */
   GRAPHQL_LIMIT: 'HL_GRAPHQL_LIMIT',
+  /** `hayloft update`: the artifact is unsigned, badly signed, not a release, or the install cannot take it; nothing was changed. */
+  UPDATE_REFUSED: 'HL_UPDATE_REFUSED',
+  /** `hayloft update`: the new version did not come up healthy in time; the previous code and data are back. */
+  UPDATE_ROLLED_BACK: 'HL_UPDATE_ROLLED_BACK',
   /** Anything unexpected: logged, answered with 500, the server keeps serving. */
   INTERNAL: 'HL_INTERNAL',
 } as const;

@@ -32,6 +32,7 @@ const GUARD_DEFAULTS = {
   httpsPort: 8443,
   tlsCert: null,
   tlsKey: null,
+  updatePublicKey: null,
   maxRequestBodyBytes: 1024 * 1024,
   maxBodyBytesInFlight: 128 * 1024 * 1024,
   maxValueChars: 65_536,

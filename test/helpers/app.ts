@@ -63,7 +63,7 @@ export async function tokenRequest(base: string, body: unknown, authorization = 
  */
 const NO_RETENTION = { HAYLOFT_HISTORY_RETENTION_DAYS: '0', HAYLOFT_HISTORY_MAX_BYTES: '0' };
 
-export async function startApp(t: { teardown(f: () => unknown): void }, opts: { clock?: Clock; env?: Record<string, string>; dir?: string; clockTrust?: Pick<ClockTrustOptions, 'floorMs' | 'timesyncDir' | 'timers'> } = {}): Promise<Running> {
+export async function startApp(t: { teardown(f: () => unknown): void }, opts: { clock?: Clock; env?: Record<string, string>; dir?: string; clockTrust?: Pick<ClockTrustOptions, 'floorMs' | 'timesyncDir' | 'timers'>; updateState?: string } = {}): Promise<Running> {
   const dir = opts.dir ?? tempDir(t);
   const logs: string[] = [];
   const dest = { write: (s: string) => void logs.push(s) } as unknown as Writable;
@@ -77,7 +77,7 @@ export async function startApp(t: { teardown(f: () => unknown): void }, opts: { 
   // Tests do not depend on the host's NTP (clockSync none, above); a hand-moved clock set years
   // back would be behind the release's date, so it has no floor unless the test gives one.
   const clockTrust = opts.clockTrust ?? (opts.clock ? { floorMs: 0 } : undefined);
-  const start = (): Promise<App> => App.start({ config, log, firstRun, ...(opts.clock ? { clock: opts.clock } : {}), ...(clockTrust ? { clockTrust } : {}) });
+  const start = (): Promise<App> => App.start({ config, log, firstRun, ...(opts.clock ? { clock: opts.clock } : {}), ...(clockTrust ? { clockTrust } : {}), ...(opts.updateState !== undefined ? { updateState: opts.updateState } : {}) });
   const r = {} as Running;
   r.dir = dir;
   r.logs = logs;
