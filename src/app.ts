@@ -422,9 +422,10 @@ export class App {
         metrics,
         metricsOpen: config.metricsOpen,
         health: () => app.health(),
-        // Polled samples still waiting for their flush go into the backup too.
+        // Polled samples still waiting for their flush go into the backup too (when the store
+        // takes writes: a backup of a full or failed store still reads what is there).
         backup: async () => {
-          await his.flush();
+          await his.flush().catch(() => undefined);
           return backupStream(store, { productVersion: productVersion(), now: clock.now() });
         },
         // WideSky's calls beyond the ops (push of watch changes, GraphQL, admin calls), and the console.
