@@ -2,7 +2,7 @@
  * What the console's browser tests share (test/web/*.test.ts): Debian's chromium launched headless
  * by playwright-core, and a JSON client of the server's ops to set things up and read them back.
  */
-import { type Browser, chromium } from 'playwright-core';
+import { type Browser, type Page, chromium } from 'playwright-core';
 import type { Child } from './serve-child.js';
 
 export const CHROMIUM = '/usr/bin/chromium';
@@ -32,4 +32,13 @@ export function jsonApi(s: Pick<Child, 'base' | 'auth'>): (op: string, body: unk
     if (!res.ok) throw new Error(`${op}: ${res.status} ${await res.text()}`);
     return (await res.json()) as { rows: Record<string, unknown>[] };
   };
+}
+
+/** Logs into the console as a person does: user and password only (the page holds no client secret). */
+export async function logIn(page: Page, base: string, user: { username: string; password: string }): Promise<void> {
+  await page.goto(`${base}/`);
+  await page.getByLabel('User').fill(user.username);
+  await page.getByLabel('Password').fill(user.password);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.getByRole('link', { name: 'Points' }).waitFor();
 }

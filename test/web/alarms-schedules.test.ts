@@ -13,8 +13,8 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Browser, type Page, type Route } from 'playwright-core';
 import t from 'tap';
-import { ADMIN, CLIENT } from '../helpers/app.js';
-import { CHROMIUM, jsonApi, jsonGrid, launchChromium } from '../helpers/browser.js';
+import { ADMIN } from '../helpers/app.js';
+import { CHROMIUM, jsonApi, jsonGrid, launchChromium, logIn } from '../helpers/browser.js';
 import { serveChild } from '../helpers/serve-child.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -98,13 +98,7 @@ t.test('alarms and schedules in the console', { timeout: 150_000, skip }, async 
       const path = new URL(r.url()).pathname;
       if (r.status() >= 400 && !allow.has(path)) problems.push(`HTTP ${r.status()}: ${r.request().method()} ${path}`);
     });
-    await page.goto(`${s.base}/`);
-    await page.getByLabel('User (e-mail)').fill(ADMIN.username);
-    await page.getByLabel('Password').fill(ADMIN.password);
-    await page.getByLabel('Client id').fill(CLIENT.id);
-    await page.getByLabel('Client secret').fill(CLIENT.secret);
-    await page.getByRole('button', { name: 'Log in' }).click();
-    await page.getByRole('link', { name: 'Points' }).waitFor();
+    await logIn(page, s.base, ADMIN);
     return page;
   };
   /** Nothing wider than the screen (naming what sticks out), then the screenshot. */

@@ -7,14 +7,14 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Browser, type Page, chromium } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import t from 'tap';
 import { HDateTime, HNumber, HRef, MARKER } from '../../src/haystack/values.js';
 import { UTC } from '../../src/haystack/tz.js';
-import { ADMIN, CLIENT, startApp } from '../helpers/app.js';
+import { ADMIN, startApp } from '../helpers/app.js';
+import { CHROMIUM, launchChromium, logIn } from '../helpers/browser.js';
 import { hisClient, ok } from '../helpers/his.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const ROOT = new URL('../../', import.meta.url).pathname;
 const SHOTS = join(ROOT, 'screenshots');
 const skip = existsSync(CHROMIUM) ? false : `no ${CHROMIUM}: run scripts/test-deps.sh (as root) to install Debian's chromium`;
@@ -46,7 +46,7 @@ t.test('the trend reads rollups where retention removed the raw samples', { time
   const first = r.app.history.stats('temp').start as number;
   t.ok(first >= end - DAY - 15 * MIN, 'only the last day is left raw');
 
-  const browser: Browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--no-first-run'] });
+  const browser: Browser = await launchChromium();
   t.teardown(() => browser.close());
   const problems: string[] = [];
   const open = async (width: number, height: number): Promise<Page> => {
@@ -56,13 +56,7 @@ t.test('the trend reads rollups where retention removed the raw samples', { time
     page.on('response', (res) => {
       if (res.status() >= 400) problems.push(`HTTP ${res.status()}: ${new URL(res.url()).pathname}`);
     });
-    await page.goto(`${r.base}/`);
-    await page.getByLabel('User (e-mail)').fill(ADMIN.username);
-    await page.getByLabel('Password').fill(ADMIN.password);
-    await page.getByLabel('Client id').fill(CLIENT.id);
-    await page.getByLabel('Client secret').fill(CLIENT.secret);
-    await page.getByRole('button', { name: 'Log in' }).click();
-    await page.getByRole('link', { name: 'Points' }).waitFor();
+    await logIn(page, r.base, ADMIN);
     await page.goto(`${r.base}/#/point/temp`);
     await page.getByRole('heading', { name: 'Zone temperature' }).waitFor();
     return page;
