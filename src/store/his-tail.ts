@@ -162,9 +162,4 @@ export class Tail {
   copy(a: number, b: number): { ts: Float64Array; val: Float64Array | HisValue[] } {
     return { ts: this.ts.slice(a, b), val: this.val.slice(a, b) };
   }
-
-  /** Bytes this tail holds in memory, roughly (for metrics). */
-  bytes(): number {
-    return this.ts.byteLength + (this.val instanceof Float64Array ? this.val.byteLength : this.val.length * 8);
-  }
 }

@@ -1068,6 +1068,8 @@ export class HistoryStore implements Part {
   private dropTail(id: string, t: Tail, count: number): void {
     t.seqs = [];
     t.since = Number.NaN;
+    // Sealed once: its next seal comes at the full chunk size (the jitter only spreads the first).
+    t.threshold = this.chunkSize;
     t.shift(count);
     this.tailSamples -= count;
     if (t.n === 0) {
@@ -1258,15 +1260,7 @@ export class HistoryStore implements Part {
         const t = this.tails.get(id);
         if (t !== undefined) {
           // Its journal entries were released in the batch; what it counted goes now.
-          t.seqs = [];
-          t.since = Number.NaN;
-          t.shift(count);
-          this.tailSamples -= count;
-          t.threshold = this.chunkSize;
-          if (t.n === 0) {
-            this.tails.delete(id);
-            this.dirty.delete(id);
-          }
+          this.dropTail(id, t, count);
         }
         this.counts.seals++;
       }
