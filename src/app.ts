@@ -332,7 +332,8 @@ export class App {
     await parts.start(clockTrust, metrics);
     // The last `hayloft update`, shown in /api/health and NBIRTH (lib/update-status.ts).
     const installed = installPrefix(packageRoot());
-    await parts.start(new UpdateStatus(opts.updateState !== undefined ? opts.updateState : installed === null ? null : updateStateFile(installed)), metrics);
+    const updateStatus = new UpdateStatus(opts.updateState !== undefined ? opts.updateState : installed === null ? null : updateStateFile(installed));
+    await parts.start(updateStatus, metrics);
     try {
       // Built first (no I/O until a connector opens): the model learns the connector markers and
       // record checks from it, point state which tags name a driver's connector.
@@ -396,7 +397,7 @@ export class App {
           model,
           clock,
           log,
-          info: { serverName: config.serverName, tz: timeZone(config.tz), productVersion: productVersion(), bootTime: clock.now(), clockStatus: () => clockTrust.status().status },
+          info: { serverName: config.serverName, tz: timeZone(config.tz), productVersion: productVersion(), bootTime: clock.now(), clockStatus: () => clockTrust.status().status, lastUpdate: () => updateStatus.lastUpdate() },
           watches,
           history,
           rollups,

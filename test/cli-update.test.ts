@@ -297,6 +297,9 @@ t.test('the daemon shows the last update: /api/health (parts.update) and the NBI
   t.equal(h.ok, true, 'a rolled-back update leaves a healthy gateway');
   t.same(h.parts.update.lastUpdate, { result: 'rolled-back', at: last.at }, 'the result and when, no versions (health answers anyone)');
   t.notMatch(JSON.stringify(h), /0\.2\.0/, 'no version in /api/health');
+  const about = (await (await fetch(`${r.base}/api/about`, { headers: { ...r.auth, accept: 'application/json' } })).json()) as { rows: Record<string, string>[] };
+  t.match(about.rows[0], { updateResult: 'rolled-back', updateFrom: '0.1.0', updateTo: '0.2.0', updateAt: /^t:2026-11-28T05:00:00(\.000)?Z UTC$/, updateMessage: last.message }, 'about (logged in) says the versions and why: the console shows them');
+  t.equal((await fetch(`${r.base}/api/about`, { headers: { accept: 'application/json' } })).status, 401, 'about answers no one who is not logged in');
   const f = await r.app.nodeFigures();
   t.same(f['Update/Result'], { type: 'String', value: 'rolled-back' });
   t.same(f['Update/To'], { type: 'String', value: '0.2.0' });
@@ -308,6 +311,8 @@ t.test('no update yet: no figures, lastUpdate null', async (t) => {
   const r = await startApp(t, { updateState: path.join(tempDir(t), 'none.json') });
   const h = (await (await fetch(`${r.base}/api/health`)).json()) as { parts: { update: { lastUpdate: unknown } } };
   t.equal(h.parts.update.lastUpdate, null);
+  const about = (await (await fetch(`${r.base}/api/about`, { headers: { ...r.auth, accept: 'application/json' } })).json()) as { rows: Record<string, string>[] };
+  t.equal(about.rows[0]?.updateResult, undefined, 'no update columns in about');
   t.equal((await r.app.nodeFigures())['Update/Result'], undefined);
 });
 

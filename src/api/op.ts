@@ -32,6 +32,18 @@ export interface ServerInfo {
   bootTime: number;
   /** Whether the wall clock can be trusted (lib/clock-trust.ts `ClockStatus`); `about`'s extra column. */
   clockStatus?: () => string;
+  /** The last `hayloft update` (lib/update-status.ts), null when none; `about`'s extra `update*` columns. */
+  lastUpdate?: () => LastUpdate | null;
+}
+
+/** The last `hayloft update` as `about` shows it to a logged-in client (the console's System page). */
+export interface LastUpdate {
+  result: string;
+  from: string;
+  to: string;
+  /** ISO time of the result. */
+  at: string;
+  message: string;
 }
 
 /**

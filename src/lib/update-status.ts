@@ -1,6 +1,7 @@
 /**
  * The last `hayloft update` as the daemon shows it (lib/update.ts writes it): in /api/health
- * (parts.update: the result and when), hence the console's System page, and to a fleet's host in
+ * (parts.update: the result and when), in `about` for a logged-in client (with the versions and
+ * the message: the console's System page), and to a fleet's host in
  * NBIRTH as the `Update/...` figures (versions and message too). Read once at start: an update always restarts the daemon.
  */
 import type { NodeFigures, Part, PartHealth } from './part.js';
@@ -15,6 +16,11 @@ export class UpdateStatus implements Part {
 
   start(): void {
     this.last = this.file === null ? null : readUpdateState(this.file);
+  }
+
+  /** The last update, with its versions and message (`about` shows them to a logged-in client). */
+  lastUpdate(): UpdateState | null {
+    return this.last;
   }
 
   health(): PartHealth {

@@ -16,6 +16,18 @@ export function launchChromium(): Promise<Browser> {
   });
 }
 
+/** A page at `width` x `height` in a fresh context, logged in; page errors and 4xx/5xx answers go to `problems`. */
+export async function loggedInPage(browser: Browser, base: string, user: { username: string; password: string }, width: number, height: number, problems: string[]): Promise<Page> {
+  const ctx = await browser.newContext({ viewport: { width, height }, deviceScaleFactor: 1 });
+  const page = await ctx.newPage();
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('response', (res) => {
+    if (res.status() >= 400) problems.push(`HTTP ${res.status()}: ${new URL(res.url()).pathname}`);
+  });
+  await logIn(page, base, user);
+  return page;
+}
+
 /** A grid in Haystack JSON from rows of already-encoded cells. */
 export function jsonGrid(rows: Record<string, unknown>[], meta: Record<string, unknown> = {}): unknown {
   return {

@@ -12,7 +12,7 @@ import t from 'tap';
 import { HDateTime, HNumber, HRef, MARKER } from '../../src/haystack/values.js';
 import { UTC } from '../../src/haystack/tz.js';
 import { ADMIN, startApp } from '../helpers/app.js';
-import { CHROMIUM, launchChromium, logIn } from '../helpers/browser.js';
+import { CHROMIUM, launchChromium, loggedInPage } from '../helpers/browser.js';
 import { hisClient, ok } from '../helpers/his.js';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
@@ -50,13 +50,7 @@ t.test('the trend reads rollups where retention removed the raw samples', { time
   t.teardown(() => browser.close());
   const problems: string[] = [];
   const open = async (width: number, height: number): Promise<Page> => {
-    const ctx = await browser.newContext({ viewport: { width, height }, deviceScaleFactor: 1 });
-    const page = await ctx.newPage();
-    page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-    page.on('response', (res) => {
-      if (res.status() >= 400) problems.push(`HTTP ${res.status()}: ${new URL(res.url()).pathname}`);
-    });
-    await logIn(page, r.base, ADMIN);
+    const page = await loggedInPage(browser, r.base, ADMIN, width, height, problems);
     await page.goto(`${r.base}/#/point/temp`);
     await page.getByRole('heading', { name: 'Zone temperature' }).waitFor();
     return page;

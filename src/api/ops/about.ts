@@ -2,6 +2,9 @@
  * `about` (docs/spec/interface.md, GET /api/about): one row describing the server, from ctx.info and the clock.
  * Beyond the spec's columns, `clockStatus` says whether `serverTime` can be trusted (docs/clock.md):
  * an extra column, which grid clients ignore (the spec lets a response hold a subset of its columns).
+ * So are `updateResult`, `updateFrom`, `updateTo`, `updateAt` and `updateMessage`, the last
+ * `hayloft update` (docs/updates.md), present once there was one: the versions are said here, to
+ * a logged-in client, and not in /api/health, which answers anyone.
  */
 import { HDateTime, HDict, HGrid, HUri } from '../../haystack/values.js';
 import type { Op } from '../op.js';
@@ -20,6 +23,8 @@ export const aboutOp: Op = {
   methods: ['GET', 'POST'],
   run({ ctx }) {
     const { info, clock } = ctx;
+    const last = info.lastUpdate?.() ?? null;
+    const at = last === null ? NaN : Date.parse(last.at);
     const row = HDict.of({
       protocolVersion: PROTOCOL_VERSION,
       tz: info.tz.name,
@@ -32,6 +37,15 @@ export const aboutOp: Op = {
       vendorName: VENDOR_NAME,
       vendorUri: new HUri(VENDOR_URI),
       ...(info.clockStatus === undefined ? {} : { clockStatus: info.clockStatus() }),
+      ...(last === null
+        ? {}
+        : {
+            updateResult: last.result,
+            updateFrom: last.from,
+            updateTo: last.to,
+            ...(Number.isNaN(at) ? {} : { updateAt: new HDateTime(at, info.tz) }),
+            updateMessage: last.message,
+          }),
     });
     return HGrid.fromRows([row]);
   },

@@ -1,6 +1,7 @@
 /**
- * The gateway itself: health, the clock (whether it can date history: docs/clock.md), version,
- * uptime, store size and uplink backlog (from /api/health,
+ * The gateway itself: health (ok, degraded or unavailable, and why), the clock (whether it can date
+ * history: docs/clock.md), version, the last `hayloft update` (docs/updates.md: its result and when
+ * from /api/health, its versions and why from `about`), uptime, store size and uplink backlog (from /api/health,
  * about and /metrics), a backup download and the users and roles (for administrators, as the
  * server allows), impersonation, and changing one's own password.
  */
@@ -10,13 +11,52 @@ import { Status } from './status.js';
 
 interface Health {
   ok: boolean;
+  /** `ok`, `degraded` (works partly: still 200) or `unavailable`. */
   status: string;
+  /** What is wrong, one line per part. */
+  reasons?: string[];
   uptimeSeconds: number;
   storage: { status: string; sizeBytes?: number };
   /** Absent on servers from before the clock was watched. */
   clockStatus?: string;
   /** Each part's detail: the clock's says whether it is trusted and why not. */
-  parts?: { clock?: { trusted?: boolean; reason?: string } };
+  parts?: { clock?: { trusted?: boolean; reason?: string }; update?: { lastUpdate?: { result: string; at: string } | null } };
+}
+
+/** An update's result in words: `ok`, `rolled-back` (the new version failed its health check), `recovered` (an interrupted update undone or finished). */
+const UPDATE_RESULT: Record<string, string> = { ok: 'updated', 'rolled-back': 'rolled back', recovered: 'recovered' };
+
+/**
+ * The last update: the result and when from /api/health (which answers anyone, so says no
+ * versions), the versions and why from `about` (logged in). Servers without the update part show nothing.
+ */
+function LastUpdate({ health, about }: { health: Health | undefined; about: Row | undefined }) {
+  const h = health?.parts?.update;
+  if (h === undefined) return null;
+  const last = h.lastUpdate;
+  const result = about?.updateResult !== undefined ? str(about.updateResult) : last?.result;
+  return (
+    <>
+      <dt>Last update</dt>
+      <dd class="last-update" data-result={result ?? 'none'}>
+        {result === undefined ? (
+          <span class="muted">none since this release was installed</span>
+        ) : (
+          <>
+            <span class={`status s-update-${result}`}>{UPDATE_RESULT[result] ?? result}</span>
+            {about?.updateFrom !== undefined && (
+              <span class="update-versions">
+                {' '}
+                {str(about.updateFrom)} → {str(about.updateTo)}
+              </span>
+            )}
+            <span class="update-at muted">{about?.updateAt !== undefined ? show(about.updateAt) : last !== null && last !== undefined ? new Date(last.at).toLocaleString() : ''}</span>
+            {about?.updateMessage !== undefined && <span class="update-message">{str(about.updateMessage)}</span>}
+          </>
+        )}
+      </dd>
+    </>
+  );
 }
 
 /** A clock status as the Status badge shows it: trusted ones look ok, the others stale (history is held). */
@@ -132,7 +172,19 @@ export function System({ session, onImpersonate }: { session: Session; onImperso
         <h2>Health</h2>
         <dl class="facts">
           <dt>Status</dt>
-          <dd>{health === undefined ? '…' : <Status status={health.ok ? 'ok' : 'down'} title={health.status} />}</dd>
+          <dd class="health" data-status={health?.status}>
+            {health === undefined ? (
+              '…'
+            ) : (
+              <>
+                <Status status={health.status} />
+                {(health.reasons ?? []).map((r) => (
+                  // The clock's reason is said in full on its own row below.
+                  <span class="health-reason">{r.startsWith('clock:') ? 'clock: cannot be trusted (below)' : r}</span>
+                ))}
+              </>
+            )}
+          </dd>
           <dt>Clock</dt>
           <dd class="clock" data-clock={health?.clockStatus}>
             {health?.clockStatus === undefined ? (
@@ -154,6 +206,7 @@ export function System({ session, onImpersonate }: { session: Session; onImperso
           </dd>
           <dt>Version</dt>
           <dd>{about === undefined ? '…' : `${str(about.productName)} ${str(about.productVersion)}`}</dd>
+          <LastUpdate health={health} about={about} />
           <dt>Server</dt>
           <dd>{about === undefined ? '…' : `${str(about.serverName)} (${str(about.tz)})`}</dd>
           <dt>Uptime</dt>
