@@ -307,13 +307,19 @@ t.test('the daemon shows the last update: /api/health (parts.update) and the NBI
   t.match(f['Update/Message']?.value, /rolled back/);
 });
 
-t.test('no update yet: no figures, lastUpdate null', async (t) => {
-  const r = await startApp(t, { updateState: path.join(tempDir(t), 'none.json') });
+t.test('no update yet: no figures, lastUpdate null; the result written while the daemon runs is shown at once', async (t) => {
+  const file = path.join(tempDir(t), 'update-state.json');
+  const r = await startApp(t, { updateState: file });
   const h = (await (await fetch(`${r.base}/api/health`)).json()) as { parts: { update: { lastUpdate: unknown } } };
   t.equal(h.parts.update.lastUpdate, null);
   const about = (await (await fetch(`${r.base}/api/about`, { headers: { ...r.auth, accept: 'application/json' } })).json()) as { rows: Record<string, string>[] };
   t.equal(about.rows[0]?.updateResult, undefined, 'no update columns in about');
   t.equal((await r.app.nodeFigures())['Update/Result'], undefined);
+  // hayloft update writes the result after the new version answered healthy: it is running already.
+  writeFileSync(file, JSON.stringify({ result: 'ok', from: '0.1.0', to: '0.2.0', running: '0.2.0', at: '2026-11-28T06:00:00.000Z', message: 'updated from 0.1.0 to 0.2.0: healthy' }));
+  const after = (await (await fetch(`${r.base}/api/health`)).json()) as { parts: { update: { lastUpdate: unknown } } };
+  t.same(after.parts.update.lastUpdate, { result: 'ok', at: '2026-11-28T06:00:00.000Z' }, 'health shows it without a restart');
+  t.same((await r.app.nodeFigures())['Update/To'], { type: 'String', value: '0.2.0' }, 'and the figures (the edge node rebirths with them)');
 });
 
 t.test('the unit runs --recover before every start, as root (the + prefix)', async (t) => {

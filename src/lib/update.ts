@@ -212,7 +212,8 @@ async function healthy(url: string, since: number, timeoutMs: number): Promise<s
       if (res.status === 200 && body.ok === true && fresh) return null;
       last = !fresh ? 'the daemon answering was not started by the update (it did not stop?)' : `answers ${res.status} ${body.status ?? ''} ${(body.reasons ?? []).join('; ')}`.trim();
     } catch (e) {
-      last = (e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message;
+      const code = (e as { cause?: { code?: string } }).cause?.code;
+      last = code === 'ECONNREFUSED' ? `no answer from ${url} (ECONNREFUSED): the daemon is not running or not listening (its log says why)` : code ?? (e as Error).message;
     }
     if (performance.now() >= deadline) return last;
     await new Promise((r) => setTimeout(r, 500));

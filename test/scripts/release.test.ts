@@ -6,25 +6,17 @@
  * fails for any other bytes.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { createPublicKey, generateKeyPairSync, verify } from 'node:crypto';
+import { createPublicKey, verify } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t, { type Test } from 'tap';
+import { buildRelease, REPO, VERSION } from '../helpers/release.js';
 import { tempDir } from '../helpers/tmp.js';
-
-const REPO = new URL('../..', import.meta.url).pathname;
-const VERSION = (JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { version: string }).version;
 
 // Building takes a while on a shared machine.
 t.setTimeout(600_000);
 
-const work = tempDir(t);
-const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-const keyFile = path.join(work, 'release-key.pem');
-writeFileSync(keyFile, privateKey.export({ type: 'pkcs8', format: 'pem' }));
-const out = path.join(work, 'out');
-const built = spawnSync('bash', [path.join(REPO, 'scripts/release.sh'), '--out', out, '--key', keyFile], { cwd: REPO, encoding: 'utf8', timeout: 480_000 });
-const tarball = path.join(out, `hayloft-${VERSION}-linux.tar.gz`);
+const { built, tarball, publicKey } = buildRelease(t);
 
 /** Starts `node <dir>/dist/cli.js serve` on a fresh data folder; resolves with its port once it serves. */
 async function serve(t: Test, dir: string): Promise<number> {
