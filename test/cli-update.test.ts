@@ -214,11 +214,18 @@ t.test('refused before anything changes: bad signature, tampered, unsigned, no k
   const rsa = path.join(w.dir, 'rsa.pub.pem');
   writeFileSync(rsa, generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ type: 'spki', format: 'pem' }));
   cases.push(['an RSA key', [w.artifact('0.2.0', true), '--public-key', rsa], {}, /the public key is rsa, not Ed25519/]);
+  // The refusal is kept as the last result (update-state.json), beside an install otherwise unchanged.
+  const unchanged = (): { install: Record<string, string>; data: Record<string, string> } => {
+    const install = snapshot(w.prefix);
+    delete install['update-state.json'];
+    return { install, data: snapshot(w.data) };
+  };
   for (const [what, args, env, message] of cases) {
     const r = await w.update(args, env);
     t.equal(r.status, 1, `${what}: refused`);
     t.match(r.out, message, `${what}: said clearly`);
-    t.same({ install: snapshot(w.prefix), data: snapshot(w.data) }, before, `${what}: nothing changed`);
+    t.same(unchanged(), before, `${what}: nothing changed`);
+    t.match(state(w), { result: 'refused', from: '0.1.0', running: '0.1.0', message: new RegExp(`^update refused: .*${message.source}`) }, `${what}: kept as the last result`);
     t.equal((await w.health())?.version, '0.1.0', `${what}: the running version still serves`);
   }
   // The artifacts stay in w.dir (outside the install), which is why they do not appear above.
@@ -276,6 +283,7 @@ t.test('kill -9 while backing the data up: --recover removes the new release, ch
   const refused = await w.update([w.artifact('0.3.0', true)]);
   t.equal(refused.status, 1);
   t.match(refused.out, /an update is already in progress or was interrupted .* run hayloft update --recover first/);
+  t.notOk(existsSync(path.join(w.prefix, 'update-state.json')), 'the refusal of a second update leaves the interrupted one\'s result to come');
 
   const r = spawnSync(process.execPath, ['--import', 'tsx', CLI, 'update', '--recover', '--prefix', w.prefix], { encoding: 'utf8' });
   t.equal(r.status, 0, r.stderr);

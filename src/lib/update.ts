@@ -26,9 +26,14 @@ import type { Logger } from './log.js';
 
 /** The result of the last update, as kept in update-state.json. */
 export interface UpdateState {
-  /** `ok`: switched and healthy; `rolled-back`: the new version failed and the old one runs again; `recovered`: an interrupted update was finished or undone by --recover. */
-  result: 'ok' | 'rolled-back' | 'recovered';
+  /**
+   * `ok`: switched and healthy; `rolled-back`: the new version failed and the old one runs again;
+   * `recovered`: an interrupted update was finished or undone by --recover; `refused`: the
+   * artifact was refused before anything changed (bad signature, not a release, ...).
+   */
+  result: 'ok' | 'rolled-back' | 'recovered' | 'refused';
   from: string;
+  /** The new version; '' for a refused artifact whose version was not read (unverified bytes are not unpacked). */
   to: string;
   /** The version running after the update. */
   running: string;
@@ -237,8 +242,27 @@ function rollBack(prefix: string, j: Journal): void {
   rmSync(backupDir(j.dataDir), { recursive: true, force: true });
 }
 
+/**
+ * A refused update changes nothing of the install's code or data, but the refusal is kept as the
+ * last result (update-state.json: the console and a fleet's host see that an update was tried and
+ * why it was refused), unless another update is in progress (its journal: that one's result is
+ * the one to keep) or there is no install to keep it in.
+ */
 export async function update(o: UpdateOptions): Promise<UpdateState> {
   const prefix = path.resolve(o.prefix);
+  const seen = { to: '' };
+  try {
+    return await updateInstall(o, prefix, seen);
+  } catch (e) {
+    const from = currentVersion(prefix);
+    if (e instanceof HayloftError && e.code === ErrorCodes.UPDATE_REFUSED && from !== null && !existsSync(journalFile(prefix))) {
+      writeJson(stateFile(prefix), { result: 'refused', from, to: seen.to, running: from, at: new Date().toISOString(), message: `update refused: ${e.message}` } satisfies UpdateState);
+    }
+    throw e;
+  }
+}
+
+async function updateInstall(o: UpdateOptions, prefix: string, seen: { to: string }): Promise<UpdateState> {
   const data = verifiedArtifact(o.artifact, o.signature, o.publicKey);
   const from = currentVersion(prefix);
   if (from === null) return refuse(`${prefix}/current does not exist: this is not an install made by scripts/install.sh (give --prefix)`);
@@ -258,6 +282,7 @@ export async function update(o: UpdateOptions): Promise<UpdateState> {
     const v = (JSON.parse(readFileSync(path.join(root!, 'RELEASE.json'), 'utf8')) as { version?: unknown }).version;
     to = typeof v === 'string' ? v : '';
     if (!/^[0-9A-Za-z.+-]+$/.test(to)) refuse(`${o.artifact}: RELEASE.json has no usable version`);
+    seen.to = to;
     if (to === from) refuse(`Hayloft ${to} is already the running release`);
     for (const f of ['bin/hayloft', 'dist/cli.js']) if (!existsSync(path.join(root!, f))) refuse(`${o.artifact}: the release has no ${f}`);
   } catch (e) {

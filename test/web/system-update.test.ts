@@ -2,7 +2,8 @@
  * The console's System page in Debian's chromium (issue 32): the last `hayloft update` (its result
  * and when from /api/health, its versions and why from `about`), and the health status as
  * /api/health says it (`degraded` is not `ok`: here the clock is behind the build, so history is
- * held and health is degraded), with its reasons. A gateway that was never updated says so.
+ * held and health is degraded), with its reasons. A refused update, written while the daemon runs,
+ * shows on the next look; a gateway that was never updated says so.
  * Screenshots at laptop (1280) and phone (390) widths.
  */
 import { execFileSync } from 'node:child_process';
@@ -65,6 +66,16 @@ t.test('the System page shows the last update and a degraded health as degraded'
   await phone.locator('section.system .card').first().screenshot({ path: join(SHOTS, 'phone-system-update.png') });
   const box = await phone.locator('.last-update .update-message').boundingBox();
   t.ok(box !== null && box.x + box.width <= 390, 'the message wraps inside a phone screen');
+
+  // A refused update, written while the daemon runs (hayloft update does not restart it then).
+  writeFileSync(stateFile, JSON.stringify({ result: 'refused', from: '0.1.0', to: '', running: '0.1.0', at: '2026-11-28T06:00:00.000Z', message: 'update refused: bad signature: hayloft-0.3.0-linux.tar.gz.sig is not a signature of hayloft-0.3.0-linux.tar.gz by the configured key; nothing was changed' }));
+  await page.reload();
+  await page.getByRole('link', { name: 'System' }).click();
+  await page.locator('dd.last-update[data-result="refused"] .update-message').waitFor();
+  t.equal((await upd.locator('.status').textContent())?.trim(), 'refused', 'a refused update says so');
+  t.equal(await upd.locator('.update-versions').count(), 0, 'no versions when the artifact\'s was not read');
+  t.match(await upd.locator('.update-message').textContent(), /bad signature/);
+  await page.locator('section.system .card').first().screenshot({ path: join(SHOTS, 'laptop-system-update-refused.png') });
 
   // A gateway never updated: said so, and an ok health is ok.
   writeFileSync(stateFile, 'not json');

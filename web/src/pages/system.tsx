@@ -23,8 +23,12 @@ interface Health {
   parts?: { clock?: { trusted?: boolean; reason?: string }; update?: { lastUpdate?: { result: string; at: string } | null } };
 }
 
-/** An update's result in words: `ok`, `rolled-back` (the new version failed its health check), `recovered` (an interrupted update undone or finished). */
-const UPDATE_RESULT: Record<string, string> = { ok: 'updated', 'rolled-back': 'rolled back', recovered: 'recovered' };
+/**
+ * An update's result in words: `ok`, `rolled-back` (the new version failed its health check),
+ * `recovered` (an interrupted update undone or finished), `refused` (the artifact was refused:
+ * nothing changed).
+ */
+const UPDATE_RESULT: Record<string, string> = { ok: 'updated', 'rolled-back': 'rolled back', recovered: 'recovered', refused: 'refused' };
 
 /**
  * The last update: the result and when from /api/health (which answers anyone, so says no
@@ -44,7 +48,7 @@ function LastUpdate({ health, about }: { health: Health | undefined; about: Row 
         ) : (
           <>
             <span class={`status s-update-${result}`}>{UPDATE_RESULT[result] ?? result}</span>
-            {about?.updateFrom !== undefined && (
+            {about?.updateFrom !== undefined && str(about.updateTo) !== '' && (
               <span class="update-versions">
                 {' '}
                 {str(about.updateFrom)} → {str(about.updateTo)}
