@@ -354,7 +354,7 @@ export class App {
       rollups = new RollupStore(store);
       await parts.start(rollups);
       await parts.start({ name: 'drivers', stop: () => drivers.close() });
-      const points = new PointState({ model, history, drivers: drivers.tags() });
+      const points = new PointState({ model, history, drivers: drivers.tags(), hisTagsMs: config.historyFlushMs });
       await parts.start(historyFollowsPoints(model, history, rollups, log));
       const writer = new PointWriter({ model, points, store: new WriteStore(store), clock, log, trust: clockTrust });
       // Timed overrides that ended while stopped are relinquished before anything reads them.
