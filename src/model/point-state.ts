@@ -495,6 +495,8 @@ export class PointState implements Part {
       this.hisSlot.set(id, this.hisNextSlot++ % HIS_SLOTS);
     }
     if (written === null) {
+      // Deleted history (a deleted point's too): its next polled sample shows at once again.
+      this.hisSlot.delete(id);
       const p = this.refreshFromHistory(id)
         .catch((err: unknown) => void (this.refreshFailed ??= { err }))
         .finally(() => this.refreshing.delete(p));
