@@ -23,6 +23,7 @@
 import { ErrorClass, ErrorCode } from '@bacnet-js/client';
 import type { BacnetDeviceConfig } from '../config/bacnet-device.js';
 import { BacnetDeviceServer, DeviceRefusal, type DeviceBackend, type ExportObject, type ObjectKind, type ObjectState, OBJECT_TYPES } from '../drivers/bacnet/device.js';
+import { foreignHealth } from '../drivers/bacnet/foreign-health.js';
 import { bacnetUnits } from '../drivers/bacnet/units.js';
 import { HNumber, type HDict, type HRef, type HVal } from '../haystack/values.js';
 import { ErrorCodes, isHayloftError } from '../lib/errors.js';
@@ -175,7 +176,7 @@ export class BacnetExport implements Part {
     const f = this.server.foreignStatus();
     return {
       ok: true,
-      ...(f === null ? {} : { bbmd: f.bbmd, bbmdTtl: f.ttlS, bbmdState: f.state, bbmdRegisteredAt: f.registeredAt === null ? null : new Date(f.registeredAt).toISOString(), bbmdError: f.error }),
+      ...(f === null ? {} : foreignHealth(f)),
       instance: this.o.config.instance,
       port: this.o.config.port,
       objects: this.list.length,
