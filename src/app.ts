@@ -408,6 +408,8 @@ export class App {
           commission,
           alarms,
           schedules: scheduler,
+          // Started with the serving parts (App.start), when configured.
+          bacnetDevice: () => app.bacnetDevice?.listing() ?? null,
         },
         log,
         maxBodyBytes: config.maxBodyBytes,
