@@ -44,6 +44,8 @@ import { DriverRegistry } from './drivers/registry.js';
 import { builtinDriverKinds } from './drivers/kinds.js';
 import type { CommandWrite, EdgeNode } from './sync/mqtt/index.js';
 import type { BacnetExport } from './export/index.js';
+import type { ForeignStatus } from './drivers/bacnet/foreign.js';
+import { foreignHealth } from './drivers/bacnet/foreign-health.js';
 import { gateOfUser } from './auth/gate.js';
 import { Poller } from './poller/index.js';
 import type { Commissioning } from './poller/commission.js';
@@ -406,6 +408,8 @@ export class App {
           commission,
           alarms,
           schedules: scheduler,
+          // Started with the serving parts (App.start), when configured.
+          bacnetDevice: () => app.bacnetDevice?.listing() ?? null,
         },
         log,
         maxBodyBytes: config.maxBodyBytes,
@@ -591,10 +595,10 @@ function bacnetBbmdHealth(drivers: DriverRegistry, bbmd: string): Part {
   return {
     name: 'bacnet-bbmd',
     health() {
-      const d = drivers.byName('bacnet') as { foreignStatus?: () => { state: string; ttlS: number; registeredAt: number | null; error: string | null } | null } | undefined;
+      const d = drivers.byName('bacnet') as { foreignStatus?: () => ForeignStatus | null } | undefined;
       const f = d?.foreignStatus?.() ?? null;
       if (f === null) return { ok: true, bbmd, bbmdState: 'idle' };
-      return { ok: true, bbmd, bbmdTtl: f.ttlS, bbmdState: f.state, bbmdRegisteredAt: f.registeredAt === null ? null : new Date(f.registeredAt).toISOString(), bbmdError: f.error };
+      return { ok: true, ...foreignHealth(f) };
     },
   };
 }

@@ -13,6 +13,8 @@ interface Health {
   status: string;
   uptimeSeconds: number;
   storage: { status: string; sizeBytes?: number };
+  /** What is wrong, one line per part (a degraded or unavailable gateway). */
+  reasons?: string[];
   /** Absent on servers from before the clock was watched. */
   clockStatus?: string;
   /** Each part's detail: the clock's says whether it is trusted and why not. */
@@ -132,7 +134,23 @@ export function System({ session, onImpersonate }: { session: Session; onImperso
         <h2>Health</h2>
         <dl class="facts">
           <dt>Status</dt>
-          <dd>{health === undefined ? '…' : <Status status={health.ok ? 'ok' : 'down'} title={health.status} />}</dd>
+          <dd class="health-status" data-status={health?.status}>
+            {health === undefined ? (
+              '…'
+            ) : (
+              <>
+                {/* ok, degraded (working, partly: still 200) or unavailable, each in its own colour. */}
+                <Status status={health.status} tone={!health.ok ? 'down' : health.status === 'ok' ? 'ok' : 'stale'} />
+                {health.reasons !== undefined && health.reasons.length > 0 && (
+                  <ul class="health-reasons">
+                    {health.reasons.map((r) => (
+                      <li>{r}</li>
+                    ))}
+                  </ul>
+                )}
+              </>
+            )}
+          </dd>
           <dt>Clock</dt>
           <dd class="clock" data-clock={health?.clockStatus}>
             {health?.clockStatus === undefined ? (
