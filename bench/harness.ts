@@ -141,7 +141,9 @@ export async function startDaemon(args: string[] = [], extraEnv: Record<string, 
   delete env.NODE_OPTIONS;
   delete env.GLIBC_TUNABLES;
   delete env.HAYLOFT_RELAUNCHED;
-  env.HAYLOFT_NODE = process.execPath;
+  // To look inside a run, BENCH_DAEMON_NODE names a script the bin runs instead of node (e.g.
+  // `exec node --cpu-prof --cpu-prof-dir=/tmp/prof "$@"`); never set for recorded figures.
+  env.HAYLOFT_NODE = process.env.BENCH_DAEMON_NODE ?? process.execPath;
   const command = [bin, 'serve', ...args];
   const wrap = opts.wrap ?? [];
   const argv = [...wrap, ...command];

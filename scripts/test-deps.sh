@@ -16,8 +16,9 @@ set -u
 REQUIRED="python3-pymodbus python3-serial-asyncio socat mosquitto openssl chromium"
 # qemu-user-static and the arm64 C libraries run the arm64 smoke check (test/scripts/arm64.test.ts);
 # faketime steps the daemon's clock (test/poller/clock-faketime.test.ts); strace counts the
-# daemon's fsyncs in bench/wear (no test uses it; without it that figure is n/a).
-OPTIONAL="tshark qemu-user-static libc6-arm64-cross libstdc++6-arm64-cross libgcc-s1-arm64-cross faketime strace"
+# daemon's fsyncs in bench/wear (no test uses it; without it that figure is n/a); iproute2 (`ip
+# netns`) builds the networks of namespaces of the broadcast and BBMD tests.
+OPTIONAL="iproute2 tshark qemu-user-static libc6-arm64-cross libstdc++6-arm64-cross libgcc-s1-arm64-cross faketime strace"
 
 missing() {
   for p in "$@"; do

@@ -44,6 +44,8 @@ import { DriverRegistry } from './drivers/registry.js';
 import { builtinDriverKinds } from './drivers/kinds.js';
 import type { CommandWrite, EdgeNode } from './sync/mqtt/index.js';
 import type { BacnetExport } from './export/index.js';
+import type { ForeignStatus } from './drivers/bacnet/foreign.js';
+import { foreignHealth } from './drivers/bacnet/foreign-health.js';
 import { gateOfUser } from './auth/gate.js';
 import { Poller } from './poller/index.js';
 import type { Commissioning } from './poller/commission.js';
@@ -355,7 +357,7 @@ export class App {
       rollups = new RollupStore(store);
       await parts.start(rollups);
       await parts.start({ name: 'drivers', stop: () => drivers.close() });
-      const points = new PointState({ model, history, drivers: drivers.tags() });
+      const points = new PointState({ model, history, drivers: drivers.tags(), hisTagsMs: config.historyFlushMs });
       await parts.start(historyFollowsPoints(model, history, rollups, log));
       const writer = new PointWriter({ model, points, store: new WriteStore(store), clock, log, trust: clockTrust });
       // Timed overrides that ended while stopped are relinquished before anything reads them.
@@ -407,6 +409,8 @@ export class App {
           commission,
           alarms,
           schedules: scheduler,
+          // Started with the serving parts (App.start), when configured.
+          bacnetDevice: () => app.bacnetDevice?.listing() ?? null,
         },
         log,
         maxBodyBytes: config.maxBodyBytes,
@@ -592,10 +596,10 @@ function bacnetBbmdHealth(drivers: DriverRegistry, bbmd: string): Part {
   return {
     name: 'bacnet-bbmd',
     health() {
-      const d = drivers.byName('bacnet') as { foreignStatus?: () => { state: string; ttlS: number; registeredAt: number | null; error: string | null } | null } | undefined;
+      const d = drivers.byName('bacnet') as { foreignStatus?: () => ForeignStatus | null } | undefined;
       const f = d?.foreignStatus?.() ?? null;
       if (f === null) return { ok: true, bbmd, bbmdState: 'idle' };
-      return { ok: true, bbmd, bbmdTtl: f.ttlS, bbmdState: f.state, bbmdRegisteredAt: f.registeredAt === null ? null : new Date(f.registeredAt).toISOString(), bbmdError: f.error };
+      return { ok: true, ...foreignHealth(f) };
     },
   };
 }

@@ -67,6 +67,38 @@ export interface DriverListing {
   readonly features: Readonly<Record<string, boolean>>;
 }
 
+/** One object of Hayloft's BACnet device as the `bacnetObjects` op shows it (export/bacnet-export.ts). */
+export interface BacnetObjectListing {
+  readonly pointId: string;
+  /** `analog-input`, `binary-value`, `multi-state-output`, ... */
+  readonly objectType: string;
+  readonly instance: number;
+  readonly name: string;
+  readonly commandable: boolean;
+  /** The point's Haystack unit (analog objects). */
+  readonly unit: string | null;
+  /** presentValue as the device answers it: a REAL, 0/1 (binary), a state 1..n; null when it has none. */
+  readonly presentValue: number | null;
+  /** Multi-state: the state's text. */
+  readonly stateText: string | null;
+  readonly fault: boolean;
+  readonly outOfService: boolean;
+  readonly overridden: boolean;
+  /** Commandable objects: the priority whose value is in effect (17: the relinquish default). */
+  readonly priority: number | null;
+}
+
+/** Hayloft's BACnet device as the `bacnetObjects` op shows it. */
+export interface BacnetDeviceListing {
+  readonly instance: number;
+  readonly name: string;
+  readonly interface: string;
+  readonly port: number;
+  /** Points the filter matched that are not exported (a Str point without an enum). */
+  readonly skipped: number;
+  readonly objects: readonly BacnetObjectListing[];
+}
+
 /** The services an op may use. Grows as capabilities land (auth, history, watches). */
 export interface OpContext {
   model: Model;
@@ -91,6 +123,8 @@ export interface OpContext {
   alarms?: AlarmEngine;
   /** The schedules (the `schedules` op); absent in servers built without them. */
   schedules?: Scheduler;
+  /** Hayloft's BACnet device (the `bacnetObjects` op): null while none is configured; absent in servers built without it. */
+  bacnetDevice?: () => BacnetDeviceListing | null;
 }
 
 export interface OpRequest {

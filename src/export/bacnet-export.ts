@@ -20,9 +20,10 @@
  *   the audit as `bacnet <address>`. Relinquish with NULL. A refusal is a BACnet Error.
  * - COV: notifications follow live.changed (curVal, curStatus) and write.effective.
  */
-import { ErrorClass, ErrorCode } from '@bacnet-js/client';
+import { ErrorClass, ErrorCode, ObjectType } from '@bacnet-js/client';
 import type { BacnetDeviceConfig } from '../config/bacnet-device.js';
 import { BacnetDeviceServer, DeviceRefusal, type DeviceBackend, type ExportObject, type ObjectKind, type ObjectState, OBJECT_TYPES } from '../drivers/bacnet/device.js';
+import { foreignHealth } from '../drivers/bacnet/foreign-health.js';
 import { bacnetUnits } from '../drivers/bacnet/units.js';
 import { HNumber, type HDict, type HRef, type HVal } from '../haystack/values.js';
 import { ErrorCodes, isHayloftError } from '../lib/errors.js';
@@ -175,7 +176,7 @@ export class BacnetExport implements Part {
     const f = this.server.foreignStatus();
     return {
       ok: true,
-      ...(f === null ? {} : { bbmd: f.bbmd, bbmdTtl: f.ttlS, bbmdState: f.state, bbmdRegisteredAt: f.registeredAt === null ? null : new Date(f.registeredAt).toISOString(), bbmdError: f.error }),
+      ...(f === null ? {} : foreignHealth(f)),
       instance: this.o.config.instance,
       port: this.o.config.port,
       objects: this.list.length,
@@ -184,9 +185,42 @@ export class BacnetExport implements Part {
     };
   }
 
-  /** The exported objects, in object-list order (for the console). */
+  /** The exported objects, in object-list order. */
   objects(): readonly { pointId: string; type: number; instance: number; name: string; kind: ObjectKind; commandable: boolean; units: number }[] {
     return this.list;
+  }
+
+  /**
+   * The device and its objects with their values and flags now: for the `bacnetObjects` op (its
+   * BacnetDeviceListing in api/op.ts, which this layer may not import; app.ts joins the two).
+   */
+  listing() {
+    const c = this.o.config;
+    return {
+      instance: c.instance,
+      name: c.name ?? this.o.serverName,
+      interface: c.interface,
+      port: c.port,
+      skipped: this.skipped.size,
+      objects: this.list.map((x) => {
+        const st = this.stateOf(x);
+        const v = st.value;
+        return {
+          pointId: x.pointId,
+          objectType: objectTypeName(x.type),
+          instance: x.instance,
+          name: x.name,
+          commandable: x.commandable,
+          unit: x.unit,
+          presentValue: v,
+          stateText: x.kind === 'multiState' && v !== null ? (x.names[v - 1] ?? null) : null,
+          fault: st.fault,
+          outOfService: st.outOfService,
+          overridden: st.overridden,
+          priority: x.commandable ? this.o.writer.effective(x.pointId).level : null,
+        };
+      }),
+    };
   }
 
   /** Points the filter matched that are not exported, with why. */
@@ -314,24 +348,26 @@ export class BacnetExport implements Part {
     return null;
   }
 
+  /** presentValue and the status flags of an object now. */
+  private stateOf(x: Exported): ObjectState {
+    const live = this.o.model.liveTags(x.pointId);
+    const status = live?.curStatus;
+    let value: number | null = null;
+    let overridden = false;
+    if (x.commandable) {
+      const eff = this.o.writer.effective(x.pointId);
+      overridden = eff.level < 17;
+      value = this.number(x, eff.val);
+    }
+    if (value === null && (status === 'ok' || status === 'stale')) value = this.number(x, live?.curVal);
+    return { value, fault: status === 'fault' || status === 'down', outOfService: status === 'disabled', overridden };
+  }
+
   private backend(): DeviceBackend {
     return {
       objects: () => this.list,
       object: (type, instance) => this.byKey.get(`${type}:${instance}`),
-      state: (o): ObjectState => {
-        const x = o as Exported;
-        const live = this.o.model.liveTags(x.pointId);
-        const status = live?.curStatus;
-        let value: number | null = null;
-        let overridden = false;
-        if (x.commandable) {
-          const eff = this.o.writer.effective(x.pointId);
-          overridden = eff.level < 17;
-          value = this.number(x, eff.val);
-        }
-        if (value === null && (status === 'ok' || status === 'stale')) value = this.number(x, live?.curVal);
-        return { value, fault: status === 'fault' || status === 'down', outOfService: status === 'disabled', overridden };
-      },
+      state: (o): ObjectState => this.stateOf(o as Exported),
       priorityArray: (o) => {
         const x = o as Exported;
         const rows = this.o.writer.array(x.pointId);
@@ -367,6 +403,12 @@ function refusalOf(e: unknown): DeviceRefusal {
   if (isHayloftError(e, ErrorCodes.FORBIDDEN) || isHayloftError(e, ErrorCodes.NOT_FOUND) || isHayloftError(e, ErrorCodes.NOT_WRITABLE)) return new DeviceRefusal(ErrorClass.PROPERTY, ErrorCode.WRITE_ACCESS_DENIED, msg);
   if (isHayloftError(e, ErrorCodes.BAD_VALUE) || isHayloftError(e, ErrorCodes.BAD_REQUEST)) return new DeviceRefusal(ErrorClass.PROPERTY, ErrorCode.VALUE_OUT_OF_RANGE, msg);
   return new DeviceRefusal(ErrorClass.DEVICE, ErrorCode.OTHER, msg);
+}
+
+/** `analog-input`, `multi-state-value`: the standard's names of the object types (the library's enum keys). */
+function objectTypeName(type: number): string {
+  const k = (ObjectType as unknown as Record<number, string | undefined>)[type];
+  return k === undefined ? String(type) : k.toLowerCase().replace(/_/g, '-');
 }
 
 function same(a: Exported, b: Exported | undefined): boolean {

@@ -126,6 +126,8 @@ export const ErrorCodes = {
   MQTT_UNREACHABLE: 'HL_MQTT_UNREACHABLE',
   /** MQTT edge node: a DCMD (write from a host application) was refused and logged; nothing was written. */
   MQTT_COMMAND_REFUSED: 'HL_MQTT_COMMAND_REFUSED',
+  /** BACnet: the foreign-device registration with the configured BBMD failed (refused, or no answer); retried with backoff, `/api/health` degraded meanwhile. */
+  BBMD_UNREGISTERED: 'HL_BBMD_UNREGISTERED',
   /** A backup file that is not one, is damaged or truncated, or is from a newer Hayloft. */
   BAD_BACKUP: 'HL_BAD_BACKUP',
   /** `hayloft restore` into a data folder that is not empty. */

@@ -16,7 +16,8 @@
  *   owns writeStatus is `writerOf`, decided here only;
  * - nobody for history: point state hears every committed history write and delete
  *   (the bus's 'his.written', subscribed in `start`) and sets hisSize/hisStart/hisEnd, and curVal
- *   of a cur point no driver feeds;
+ *   of a cur point no driver feeds; polled samples of a point a driver reads show in its his tags
+ *   at the pace of the history flush (hisTagsMs), not once per sample;
  * - the uplink: `setSync`; change of value and learning: `setCovErr`, `setLearnProgress`.
  *
  * The repeat check of readings, connector and write status is here: only tags whose value differs
@@ -178,7 +179,19 @@ export interface PointStateOptions {
   history: HistoryStore;
   /** The registered drivers' tags (from the driver registry). */
   drivers: readonly DriverTags[];
+  /**
+   * How late the his tags (hisSize, hisStart, hisEnd) of a point a driver reads may show its
+   * polled samples, in ms: the history flush interval (historyFlushMs), after which they are on
+   * disk too. 0: at once. A point's first polled sample shows at once; after that its tags are
+   * refreshed once per interval, the points spread over it, so 10,000 points polled every second
+   * cost a fifth of the model updates at a 5 s interval and no burst. hisWrite's samples and
+   * deletes show at once, always. Default 0.
+   */
+  hisTagsMs?: number;
 }
+
+/** Slots the paced his tags are spread over: one is refreshed every hisTagsMs / HIS_SLOTS. */
+const HIS_SLOTS = 5;
 
 export class PointState implements Part {
   readonly name = 'points';
@@ -191,11 +204,19 @@ export class PointState implements Part {
   /** Re-reads of the newest sample after a history delete, still running, and the first that failed. */
   private readonly refreshing = new Set<Promise<void>>();
   private refreshFailed: { err: unknown } | undefined;
+  /** Paced his tags (hisTagsMs): each point's slot, and per slot the points with unshown samples. */
+  private readonly hisTagsMs: number;
+  private readonly hisSlot = new Map<string, number>();
+  private readonly hisDue: Set<string>[] = Array.from({ length: HIS_SLOTS }, () => new Set<string>());
+  private hisNextSlot = 0;
+  private hisTick = 0;
+  private hisTimer: NodeJS.Timeout | undefined;
 
   constructor(opts: PointStateOptions) {
     this.model = opts.model;
     this.history = opts.history;
     this.drivers = [...opts.drivers];
+    this.hisTagsMs = opts.hisTagsMs ?? 0;
   }
 
   /**
@@ -204,7 +225,12 @@ export class PointState implements Part {
    */
   async start(): Promise<void> {
     this.history.events.off(this);
-    this.history.events.on('his.written', this, (id, kind, written) => this.heard(id, kind, written));
+    this.history.events.on('his.written', this, (id, kind, written, polled) => this.heard(id, kind, written, polled));
+    if (this.hisTagsMs > 0 && this.hisTimer === undefined) {
+      // A timer, not the wall clock: a clock step changes nothing here.
+      this.hisTimer = setInterval(() => this.showDue(this.hisTick++ % HIS_SLOTS), this.hisTagsMs / HIS_SLOTS);
+      this.hisTimer.unref();
+    }
     const ids = this.history.points().filter((id) => this.model.stored(id)?.has('point') === true);
     for (let i = 0; i < ids.length; i += 64) await Promise.all(ids.slice(i, i + 64).map((id) => this.refreshFromHistory(id)));
   }
@@ -212,6 +238,9 @@ export class PointState implements Part {
   /** Stops hearing history; waits for the re-reads still running. */
   async stop(): Promise<void> {
     this.history.events.off(this);
+    clearInterval(this.hisTimer);
+    this.hisTimer = undefined;
+    for (let slot = 0; slot < HIS_SLOTS; slot++) this.showDue(slot);
     // A read-back that failed no longer matters: the tags go with the process.
     await this.settled().catch(() => undefined);
   }
@@ -453,9 +482,21 @@ export class PointState implements Part {
    * newest sample is the point's current value when it is the newest the point has now (a
    * concurrent write that landed an older sample after a newer one must not set curVal back).
    * Runs inside the store's write: synchronous and cheap, except the read-back after a delete.
+   * Polled samples of a point a driver reads (its curVal is the driver's) show in its his tags
+   * at the pace of hisTagsMs.
    */
-  private heard(id: string, kind: HisKind, written: { readonly ts: readonly number[]; readonly val: readonly HisValue[] } | null): void {
+  private heard(id: string, kind: HisKind, written: { readonly ts: readonly number[]; readonly val: readonly HisValue[] } | null, polled: boolean): void {
+    if (polled && this.hisTagsMs > 0 && this.readings.has(id)) {
+      const slot = this.hisSlot.get(id);
+      if (slot !== undefined) {
+        (this.hisDue[slot] as Set<string>).add(id);
+        return;
+      }
+      this.hisSlot.set(id, this.hisNextSlot++ % HIS_SLOTS);
+    }
     if (written === null) {
+      // Deleted history (a deleted point's too): its next polled sample shows at once again.
+      this.hisSlot.delete(id);
       const p = this.refreshFromHistory(id)
         .catch((err: unknown) => void (this.refreshFailed ??= { err }))
         .finally(() => this.refreshing.delete(p));
@@ -466,6 +507,16 @@ export class PointState implements Part {
     const ts = written.ts[n];
     if (ts === undefined || ts < (this.history.stats(id).end ?? -Infinity)) this.hisWritten(id, undefined);
     else this.hisWritten(id, { kind, val: written.val[n] as HisValue });
+  }
+
+  /** Shows the his tags of the points of a slot with polled samples not shown yet. */
+  private showDue(slot: number): void {
+    const due = this.hisDue[slot] as Set<string>;
+    for (const id of due) {
+      if (this.model.stored(id) === undefined) this.hisSlot.delete(id);
+      else this.hisWritten(id, undefined);
+    }
+    due.clear();
   }
 
   /**

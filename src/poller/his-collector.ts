@@ -237,7 +237,7 @@ export class HisCollector {
     for (const [pointId, e] of batch) {
       // One point whose kind changed (its old history is of another kind) would fail the whole
       // batch (writeMany is all or nothing): leave it out, once warned.
-      const stored = this.history.stats(pointId).kind;
+      const stored = this.history.kindOf(pointId);
       if (stored !== undefined && stored !== e.kind) {
         if (!this.kindWarned.has(pointId)) {
           this.kindWarned.add(pointId);

@@ -9,8 +9,10 @@
  *
  * Scheduling: a connector's points are grouped into buckets by poll time (`pollTime` on the point,
  * else on the connector, else 10 s). A bucket is read with one driver call (the driver batches:
- * Modbus blocks, BACnet ReadPropertyMultiple). First polls are staggered over the poll time
- * (golden-ratio offsets, so buckets added later still spread out). A connector runs one bucket at
+ * Modbus blocks, BACnet ReadPropertyMultiple). Buckets are staggered over the poll time
+ * (golden-ratio offsets, so buckets added later still spread out), each at a fixed place in the
+ * wall clock's periods of its poll time, early enough in them that history collected every poll
+ * time gets a sample in every interval (phaseOf). A connector runs one bucket at
  * a time (and the driver serialises requests per physical link); connectors run independently,
  * so one dead device never delays the others. A bucket that falls behind is not read twice to
  * catch up: it keeps its phase and skips the missed cycles.
@@ -57,6 +59,28 @@ export const DEFAULT_POLL_MS = 10_000;
 export const MIN_STALE_MS = 30_000;
 const MAX_TIMER_MS = 30_000;
 const GOLDEN = 0.6180339887498949;
+
+/**
+ * Where in the wall clock's periods of its poll time (multiples of the poll time since the epoch,
+ * the intervals history collects by) the k-th bucket of a poll time is read: spread by
+ * golden-ratio steps over 5-65 % of the period. History takes the first read of each interval
+ * (his-collector.ts); a read kept near an interval's end would now and then fall into the next
+ * one and leave an interval without a sample. Here a read may end up to 35 % of its poll time
+ * late (the event loop, the device) and still land in its own interval.
+ */
+function phaseOf(k: number, ms: number): number {
+  return (0.05 + 0.6 * ((k * GOLDEN) % 1)) * ms;
+}
+
+/**
+ * How long from a read at `wall` until the next: `phase` into the next period of `ms` of the wall
+ * clock. One read per period, whether this one ran early, on time or late (a late one skips the
+ * cycles it missed rather than reading twice). From the wall clock each time: after a step or a
+ * slew of it the reads keep their place in its intervals; the wait itself is on the monotonic clock.
+ */
+function untilPhase(phase: number, ms: number, wall: number): number {
+  return (Math.floor(wall / ms) + 1) * ms + phase - wall;
+}
 
 export interface PollerOptions {
   model: Model;
@@ -123,6 +147,8 @@ interface Bucket {
   points: Polled[];
   prepared: PreparedPoint[];
   due: number;
+  /** Where in each period of the wall clock it is read (phaseOf), ms. */
+  readonly phase: number;
   /** Time of the last successful read (0: none yet). */
   lastOk: number;
   /** Its ok points were made stale; cleared by the next successful read. */
@@ -353,7 +379,7 @@ export class Poller implements Part {
         for (const x of cs.buckets.values()) if (x.due <= now && (b === undefined || x.due < b.due)) b = x;
         if (b === undefined) break;
         // Keep the bucket's phase; skip missed cycles rather than reading twice to catch up.
-        b.due += Math.max(1, Math.ceil((now - b.due + 1) / b.pollMs)) * b.pollMs;
+        b.due = now + untilPhase(b.phase, b.pollMs, this.clock.now());
         if (!(await this.poll(cs, b))) break;
       }
     } catch (err) {
@@ -712,8 +738,10 @@ export class Poller implements Part {
         if (b === undefined) {
           const k = this.staggered.get(ms) ?? 0;
           this.staggered.set(ms, k + 1);
+          // The first read at once for the first bucket of a poll time (a new connector shows its
+          // values at once), staggered for the others; then at the bucket's phase.
           const offset = Math.floor(((k * GOLDEN) % 1) * ms);
-          b = { conn: cs, pollMs: ms, staleMs: 0, points: [], prepared: [], due: now + offset, lastOk: 0, stale: false };
+          b = { conn: cs, pollMs: ms, staleMs: 0, points: [], prepared: [], due: now + offset, phase: phaseOf(k, ms), lastOk: 0, stale: false };
           cs.buckets.set(ms, b);
         }
         b.staleMs = cs.staleMs ?? Math.max(3 * ms, MIN_STALE_MS);

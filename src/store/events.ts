@@ -9,7 +9,16 @@ import type { HisKind, HisValue } from './his-codec.js';
  * when samples of the point were deleted. Called synchronously; must be cheap (the MQTT edge node
  * keeps recent samples in memory with it instead of reading each one back).
  */
-export type HisListener = (pointId: string, kind: HisKind, written: { readonly ts: readonly number[]; readonly val: readonly HisValue[] } | null) => void;
+export type HisListener = (
+  pointId: string,
+  kind: HisKind,
+  written: { readonly ts: readonly number[]; readonly val: readonly HisValue[] } | null,
+  /**
+   * Polled samples appended to the point's tail (readable now, on disk with the next flush,
+   * historyFlushMs), told at the pace of polling; false for hisWrite's synced writes and deletes.
+   */
+  polled: boolean,
+) => void;
 
 /**
  * Called inside a write for each point written, before the write's batch is committed, with the
@@ -30,6 +39,6 @@ export type StoreEvents = {
    * locks: quick, and throwing aborts the write.
    */
   'his.plan': HisPlanHook;
-  /** After a history write or delete committed: the samples written, or null for a delete. */
+  /** After a history write or delete committed, or polled samples appended: the samples, or null for a delete. */
   'his.written': HisListener;
 };

@@ -782,6 +782,15 @@ export class HistoryStore implements Part {
     return { kind: m.kind, size, start: Math.min(m.start, t?.first ?? Infinity), end: Math.max(m.end, t?.last ?? -Infinity) };
   }
 
+  /**
+   * The kind of the point's history as writes check it (a point whose samples are all deleted
+   * keeps its kind until its history is deleted); undefined when it has none. No allocation: the
+   * collector asks it per point per poll cycle.
+   */
+  kindOf(pointId: string): HisKind | undefined {
+    return this.dropping.has(pointId) ? undefined : this.metas.get(pointId)?.kind;
+  }
+
   /** Ids of every point that has history. */
   points(): string[] {
     const out: string[] = [];
@@ -927,7 +936,7 @@ export class HistoryStore implements Part {
     t.append(cols.ts, cols.val, 0, cols.ts.length);
     this.tailSamples += cols.ts.length;
     this.dirty.add(id);
-    this.events.emit('his.written', id, kind, cols);
+    this.events.emit('his.written', id, kind, cols, true);
   }
 
   /** hisWrite's path (and polled samples that cannot be appended): one synced batch; the locks are held. */
@@ -980,7 +989,7 @@ export class HistoryStore implements Part {
         if (Number.isNaN(t.since)) t.since = this.monotonic();
       }
       this.samplesWritten += plan.cols.ts.length;
-      this.events.emit('his.written', plan.id, plan.kind, plan.cols);
+      this.events.emit('his.written', plan.id, plan.kind, plan.cols, false);
     }
   }
 
@@ -1283,7 +1292,7 @@ export class HistoryStore implements Part {
       const m = this.metas.get(id);
       if (t.n === 0) this.tails.delete(id);
       if (m !== undefined && !m.persisted && t.n === 0) this.metas.delete(id);
-      this.events.emit('his.written', id, t.kind, null);
+      this.events.emit('his.written', id, t.kind, null, false);
     }
     this.samplesRefused.error += dropped;
     this.onFlushError?.(err, dropped);
@@ -1337,7 +1346,7 @@ export class HistoryStore implements Part {
         if (t !== undefined && tailCount > 0) this.dropTail(pointId, t, tailCount);
         if (meta === null) this.metas.delete(pointId);
         else this.metas.set(pointId, meta);
-        if (kind !== undefined) this.events.emit('his.written', pointId, kind, null);
+        if (kind !== undefined) this.events.emit('his.written', pointId, kind, null, false);
       }
       return removed;
     });
@@ -1529,7 +1538,7 @@ export class HistoryStore implements Part {
       }
       if (t !== undefined) this.dropTail(pointId, t, t.n);
       this.metas.delete(pointId);
-      this.events.emit('his.written', pointId, m.kind, null);
+      this.events.emit('his.written', pointId, m.kind, null, false);
       return size;
     });
     const gate = done.then(

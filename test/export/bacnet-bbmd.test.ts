@@ -67,6 +67,47 @@ t.test('registered with a BBMD, renewed, found through it; health shows it; a re
   bbmd.refuse = true;
   await until('refused', async () => ((await health()).bbmdState === 'failed' ? true : undefined));
   t.match((await health()).bbmdError, /refused the registration/, 'health: why');
+  const report = async (): Promise<{ status: string; reasons?: string[] }> => (await fetch(`${r.base}/api/health`)).json() as Promise<{ status: string; reasons?: string[] }>;
+  const refused = await report();
+  t.equal(refused.status, 'degraded', 'the gateway is degraded while the BBMD refuses');
+  t.match(refused.reasons, [new RegExp(`^bacnet-device: HL_BBMD_UNREGISTERED: the BBMD at ${BBMD.replace(/\./g, '\\.')}:${bbmd.port} refused the registration`)], 'naming the part, the code, the BBMD and why');
+
+  // Accepted again: registered, and the gateway ok once more.
+  bbmd.refuse = false;
+  await until('registered again', async () => ((await health()).bbmdState === 'registered' ? true : undefined));
+  t.equal((await report()).status, 'ok', 'ok again once registered');
+});
+
+t.test('a BBMD that does not answer: both sides degraded in /api/health, naming it', async (t) => {
+  // Nothing listens there: the registration gets no answer.
+  const silent = `${BBMD}:${await freeUdpPort(BBMD)}`;
+  const port = await freeUdpPort(DEVICE);
+  const clientPort = await freeUdpPort('127.0.0.16');
+  const r = await startApp(t, {
+    env: {
+      HAYLOFT_BACNET_DEVICE_INSTANCE: String(INSTANCE),
+      HAYLOFT_BACNET_DEVICE_INTERFACE: DEVICE,
+      HAYLOFT_BACNET_DEVICE_PORT: String(port),
+      HAYLOFT_BACNET_DEVICE_BBMD: silent,
+      HAYLOFT_BACNET_DEVICE_BBMD_TTL: '60',
+      HAYLOFT_BACNET_INTERFACE: '127.0.0.16',
+      HAYLOFT_BACNET_PORT: String(clientPort),
+      HAYLOFT_BACNET_BBMD: silent,
+    },
+  });
+  const report = async (): Promise<{ status: string; reasons?: string[]; parts: Record<string, Record<string, unknown>> }> => (await fetch(`${r.base}/api/health`)).json() as Promise<{ status: string; reasons?: string[]; parts: Record<string, Record<string, unknown>> }>;
+  await until('device side failed', async () => ((await report()).parts['bacnet-device']?.bbmdState === 'failed' ? true : undefined));
+  // The client side registers while its socket is open: a connector keeps it open (its device need not answer).
+  const admin = connClient(r);
+  ok(t, await admin.post('createRec', [
+    { id: HRef.of('c'), bacnetConn: MARKER, name: 'c', uri: new HUri('bacnet://127.0.0.17:47808/1'), pollTime: new HNumber(1, 's') },
+    { id: HRef.of('p'), point: MARKER, cur: MARKER, kind: 'Number', name: 'p', bacnetConnRef: HRef.of('c'), bacnetCur: 'AV1' },
+  ]), 'a BACnet connector and its point');
+  await until('client side failed', async () => ((await report()).parts['bacnet-bbmd']?.bbmdState === 'failed' ? true : undefined));
+  const h = await report();
+  t.equal(h.status, 'degraded', 'degraded (still serving)');
+  t.same([...(h.reasons ?? [])].sort(), [`bacnet-bbmd: HL_BBMD_UNREGISTERED: no answer from the BBMD at ${silent}`, `bacnet-device: HL_BBMD_UNREGISTERED: no answer from the BBMD at ${silent}`], 'each side named, with why');
+  t.match(h.parts['bacnet-bbmd'], { bbmd: silent, bbmdRegisteredAt: null, bbmdError: `no answer from the BBMD at ${silent}` }, 'the client side\'s detail');
 });
 
 t.test('the client side: registered with a BBMD, discover finds a device on another subnet through it, and polls it', async (t) => {

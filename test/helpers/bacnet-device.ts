@@ -64,6 +64,11 @@ export interface DeviceOptions {
   delayMs?: number;
   /** SubscribeCOV: 'ok' (default) or 'refuse' (a device without change of value). */
   cov?: 'ok' | 'refuse';
+  /**
+   * Answers Who-Is with an I-Am broadcast to this address (its subnet's), as most field devices
+   * do, rather than to the asker: behind a BBMD, the BBMD carries it to its foreign devices.
+   */
+  iAmBroadcast?: string;
 }
 
 interface Subscription {
@@ -187,7 +192,7 @@ export class BacnetDevice {
   }
 
   async start(): Promise<void> {
-    const sock = new bacnet.default({ interface: this.opts.address, port: this.opts.port ?? 47808, apduTimeout: 2000 });
+    const sock = new bacnet.default({ interface: this.opts.address, port: this.opts.port ?? 47808, apduTimeout: 2000, ...(this.opts.iAmBroadcast === undefined ? {} : { broadcastAddress: this.opts.iAmBroadcast }) });
     sock.on('error', () => undefined);
     await new Promise<void>((resolve) => sock.once('listening', () => resolve()));
     const later = (f: () => void): void => {
@@ -294,7 +299,8 @@ export class BacnetDevice {
         sock.iAmResponse({ address: this.bbmd, distributeBroadcastToNetwork: true }, id, Segmentation.SEGMENTED_BOTH, this.opts.vendorId ?? 999);
         return;
       }
-      const to = this.sender(c);
+      // No receiver: the library sends an Original-Broadcast-NPDU to its broadcastAddress.
+      const to = this.opts.iAmBroadcast !== undefined ? (undefined as never) : this.sender(c);
       sock.iAmResponse(to, id, this.opts.maxList === undefined ? Segmentation.SEGMENTED_BOTH : Segmentation.NO_SEGMENTATION, this.opts.vendorId ?? 999);
     });
     this.sock = sock;

@@ -15,6 +15,7 @@ import { POINT_KINDS_TEXT, PointState, describeKind, pointKind, pointUnit, point
 import { Store } from '../../src/store/db.js';
 import { HistoryStore } from '../../src/store/history.js';
 import { RecordStore } from '../../src/store/records.js';
+import { until } from '../helpers/api-fixture.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const d = (tags: Record<string, HVal>): HDict => HDict.of(tags);
@@ -50,14 +51,14 @@ interface World {
 }
 
 /** A model, a history store and a started point state over a fresh LevelDB folder. */
-async function world(t: Test): Promise<World> {
+async function world(t: Test, hisTagsMs?: number): Promise<World> {
   const store = await Store.open(tempDir(t));
   const clock = new ManualClock(T0);
   const drivers = new DriverRegistry([new ModbusDriver(), new BacnetDriver()]);
   const model = await Model.load({ records: new RecordStore(store), clock, drivers });
   const history = new HistoryStore(store);
   await history.start();
-  const points = new PointState({ model, history, drivers: drivers.tags() });
+  const points = new PointState({ model, history, drivers: drivers.tags(), ...(hisTagsMs === undefined ? {} : { hisTagsMs }) });
   await points.start();
   t.teardown(async () => {
     await points.stop();
@@ -100,6 +101,30 @@ t.test('fed by a driver and who owns writeStatus: one rule each, from the regist
   t.equal(writerOf(modbusOnly, rec('wo')), modbusOnly[0]);
   const onlyModbus = new PointState({ model, history, drivers: modbusOnly });
   t.notOk(onlyModbus.fedByDriver(rec('bn')));
+});
+
+t.test('polled samples of a point a driver reads show in its his tags at the pace of hisTagsMs; hisWrite at once', async (t) => {
+  const { history, points, got, calls } = await world(t, 300);
+  points.curPolled('mb', 'c1', 'Number', 'kW');
+  const polled = async (id: string, ts: number): Promise<void> => history.writeMany([{ pointId: id, kind: 'Number', samples: [{ ts, val: 1 }] }], { flush: 'later' });
+  await polled('mb', T0);
+  t.same(got('mb', 'hisSize'), HNumber.of(1), "a point's first polled sample shows at once");
+  const before = calls();
+  for (let i = 1; i <= 20; i++) await polled('mb', T0 + i * 1000);
+  t.same(got('mb', 'hisSize'), HNumber.of(1), 'the next ones wait for their slot');
+  t.equal(calls(), before, 'no model update per polled sample');
+  t.ok(await until(() => got('mb', 'hisSize')?.toString() === HNumber.of(21).toString(), 5000), 'shown within the interval');
+  t.same(got('mb', 'hisEnd'), new HDateTime(T0 + 20_000, REL));
+  t.ok(calls() - before <= 2, `one update for the 20 samples (${calls() - before})`);
+  await history.writeMany([{ pointId: 'mb', kind: 'Number', samples: [{ ts: T0 + 30_000, val: 2 }] }]);
+  t.same(got('mb', 'hisSize'), HNumber.of(22), 'hisWrite shows at once');
+  await polled('free', T0);
+  await polled('free', T0 + 1000);
+  t.same(got('free', 'hisSize'), HNumber.of(2), 'a point no driver reads (its curVal is its history): at once');
+  t.same(got('free', 'curVal'), HNumber.of(1, 'kW'));
+  await polled('mb', T0 + 40_000);
+  await points.stop();
+  t.same(got('mb', 'hisSize'), HNumber.of(23), 'stop shows what is due');
 });
 
 t.test('history: his tags and curVal follow every write and delete without anyone telling point state', async (t) => {

@@ -160,8 +160,9 @@ t.test('while the clock cannot be trusted: polling goes on, collected history is
   t.same(samples.map((x) => x.val), [1, 2, 3, 4, 5, 6], 'every held sample written, in order, with the first after trust');
   t.same(
     samples.map((x) => x.ts - T0),
-    // Read at monotonic +100 ms, then +2 s ... +5 s; the step at +5 s; trusted and released at +8 s.
-    [-4900, -3000, -2000, -1000, 0, 3000],
+    // Read at monotonic +100 ms, then 50 ms into each second (at the 100 ms tick: +1.1 s ... +4.1 s);
+    // the step at +5 s; trusted at +7 s, and 6 read at +7.1 s.
+    [-4900, -3900, -2900, -1900, -900, 2100],
     'held samples dated by the monotonic time since their read',
   );
   t.ok(samples.every((x) => x.ts > Date.UTC(2000, 0, 1)), 'none in 1970');
@@ -170,7 +171,7 @@ t.test('while the clock cannot be trusted: polling goes on, collected history is
 t.test('the hold is bounded: the oldest go first, counted', async (t) => {
   const clock = new ManualClock(0);
   const written: number[] = [];
-  const history = { stats: () => ({ kind: undefined }), writeMany: async (ws: { samples: { val: unknown }[] }[]) => void written.push(...ws.flatMap((x) => x.samples.map((s) => s.val as number))) };
+  const history = { kindOf: () => undefined, writeMany: async (ws: { samples: { val: unknown }[] }[]) => void written.push(...ws.flatMap((x) => x.samples.map((s) => s.val as number))) };
   let trusted = false;
   const c = new HisCollector({ history: history as never, log: silentLogger(), clock, trust: { trusted: () => trusted }, maxHeld: 10 });
   const point = { id: 'p', kind: 'Number' as const, plan: { intervalMs: undefined, cov: 0 }, lastSlot: -Infinity, lastVal: undefined };

@@ -11,6 +11,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import t from 'tap';
+import { dropNamespaces, ip, makeNamespaces } from '../helpers/netns.js';
 
 const NET = `10.231.${process.pid % 250}`;
 const TAG = `hl${process.pid % 100000}`;
@@ -22,17 +23,9 @@ const DEVICES = [
 const DEVICE = new URL('../fixtures/netns-device.ts', import.meta.url).pathname;
 const DISCOVER = new URL('../fixtures/netns-discover.ts', import.meta.url).pathname;
 
-function ip(...args: string[]): string | null {
-  const r = spawnSync('ip', args, { encoding: 'utf8' });
-  return r.status === 0 ? null : `ip ${args.join(' ')}: ${(r.stderr || String(r.error ?? '')).trim()}`;
-}
-
 function setUp(): string | null {
-  if (process.getuid?.() !== 0) return 'network namespaces need root';
-  for (const ns of [HUB, ...DEVICES.map((d) => d.ns)]) {
-    const e = ip('netns', 'add', ns) ?? ip('-n', ns, 'link', 'set', 'lo', 'up');
-    if (e !== null) return e;
-  }
+  const made = makeNamespaces([HUB, ...DEVICES.map((d) => d.ns)]);
+  if (made !== null) return made;
   const steps: string[][] = [
     ['-n', HUB, 'link', 'add', 'br0', 'type', 'bridge'],
     ['-n', HUB, 'addr', 'add', `${NET}.1/24`, 'brd', '+', 'dev', 'br0'],
@@ -54,7 +47,7 @@ function setUp(): string | null {
 }
 
 function tearDown(): void {
-  for (const ns of [HUB, ...DEVICES.map((d) => d.ns)]) ip('netns', 'del', ns);
+  dropNamespaces([HUB, ...DEVICES.map((d) => d.ns)]);
 }
 
 const problem = setUp();

@@ -87,8 +87,11 @@ if (skip !== null) {
     const rnd = prng(28);
     const expected: Record<string, number[]> = { temp: [], press: [], f32: [] };
     for (let i = 0; i < SAMPLES; i++) {
-      clock.advance(1000);
-      await poller.tick();
+      // A read 50 ms into each second (the poller's phase), here at the 100 ms tick.
+      for (const ms of [100, 900]) {
+        clock.advance(ms);
+        await poller.tick();
+      }
       expected.temp?.push(Number(`${rawTemp}e-1`));
       expected.press?.push(Number(`${rawPress}e-2`));
       expected.f32?.push(f32Val);

@@ -16,6 +16,7 @@ import { Store } from '../../src/store/db.js';
 import { HistoryStore, toSamples } from '../../src/store/history.js';
 import { RecordStore } from '../../src/store/records.js';
 import { FakeDriver } from '../helpers/fake-driver.js';
+import { prng } from '../helpers/prng.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const T0 = Date.UTC(2024, 0, 1);
@@ -35,9 +36,9 @@ interface World {
   cur(id: string): { val: HVal | undefined; status: HVal | undefined; err: HVal | undefined };
 }
 
-async function world(t: Test, opts: { backoff?: { minMs?: number; maxMs?: number } } = {}): Promise<World> {
+async function world(t: Test, opts: { backoff?: { minMs?: number; maxMs?: number }; start?: number } = {}): Promise<World> {
   const store = await Store.open(tempDir(t));
-  const clock = new ManualClock(T0);
+  const clock = new ManualClock(opts.start ?? T0);
   const model = await Model.load({ records: new RecordStore(store), clock });
   const history = new HistoryStore(store);
   await history.start();
@@ -108,14 +109,14 @@ t.test('points read ok with curVal in their unit; connectors ok', async (t) => {
   );
   w.poller.start();
   t.same(w.cur('p1'), { val: undefined, status: 'unknown', err: undefined }, 'unknown until read');
-  await w.run(1000);
+  await w.run(1100);
   t.same(w.cur('p1'), { val: num(21.5, '°C'), status: 'ok', err: undefined });
   t.same(w.cur('p2').val, true);
   t.same(w.cur('p3').val, 'hello');
   t.same(w.cur('p4').val, true, 'a number read into a Bool point');
   t.same(w.cur('p5').val, num(1), 'a bool read into a Number point');
   t.equal(w.model.get('c1')?.get('connStatus'), 'ok');
-  t.equal(w.fake.device('d1').reads.length, 2, 'read at once (the first bucket of a poll time has no offset), then a second later');
+  t.equal(w.fake.device('d1').reads.length, 2, 'read at once (the first bucket of a poll time has no offset), then at its place in the next second (50 ms in)');
   t.same(w.fake.device('d1').reads[0], ['a', 'b', 'c', 'd', 'b'], 'all points in one driver call');
   await w.run(3000);
   t.equal(w.fake.device('d1').reads.length, 5, 'once a second');
@@ -133,7 +134,7 @@ t.test('buckets by poll time; first polls staggered over the poll time', async (
   await w.create(...rows);
   w.poller.start();
   const first = new Map<string, number>();
-  for (let ms = 0; ms < 4000; ms += 50) {
+  for (let ms = 0; ms < 4200; ms += 50) {
     await w.run(50, 50);
     for (let i = 0; i < 8; i++) if (!first.has(`d${i}`) && w.fake.device(`d${i}`).reads.length > 0) first.set(`d${i}`, ms + 50);
   }
@@ -142,8 +143,8 @@ t.test('buckets by poll time; first polls staggered over the poll time', async (
   t.ok(new Set(times).size >= 6, `first polls spread out: ${times.join(', ')}`);
   t.ok(Math.max(...times) - Math.min(...times) >= 2000, 'over most of the poll time');
   const d0 = w.fake.device('d0').reads;
-  t.equal(d0.filter((r) => r.includes('fast')).length, 5, 'the 1 s bucket of c0 read every second (at 0, 1, 2, 3, 4 s)');
-  t.equal(d0.filter((r) => r.includes('a')).length, 2, 'its 4 s bucket at 0 and 4 s');
+  t.equal(d0.filter((r) => r.includes('fast')).length, 5, 'the 1 s bucket of c0 read every second (at once, then 50 ms into each second)');
+  t.equal(d0.filter((r) => r.includes('a')).length, 2, 'its 4 s bucket at once and 200 ms into the next 4 s');
   t.ok(d0.every((r) => r.length === 1), 'buckets are separate reads');
   t.same(w.poller.stats().buckets, 9);
 });
@@ -347,9 +348,9 @@ t.test('history: by interval and by COV, one write per poll cycle', async (t) =>
     pt('nocollect', 'c1', 'a', { his: MARKER }),
   );
   w.poller.start();
-  // Values change over 3 minutes of 1 s polls.
-  for (let s = 0; s < 180; s++) {
-    await w.run(1000, 1000);
+  // Values change over 3 minutes of 1 s polls (read 50 ms into each second, here at the 100 ms tick).
+  for (let s = 0; s < 181; s++) {
+    await w.run(1000);
     if (s === 10) d.set({ b: 2, c: 1.3, e: true });
     if (s === 20) d.set({ b: 2, c: 1.6, s: 'y' });
     if (s === 30) d.set({ c: 1.2, a: 5 });
@@ -358,7 +359,7 @@ t.test('history: by interval and by COV, one write per poll cycle', async (t) =>
   const iv = await his('iv');
   t.same(
     iv.map((x) => x.ts - T0),
-    [1000, 60_000, 120_000, 180_000],
+    [100, 60_100, 120_100, 180_100],
     'interval: the first read, then the first read of each minute',
   );
   t.same(iv.map((x) => x.val), [1, 5, 5, 5]);
@@ -367,13 +368,35 @@ t.test('history: by interval and by COV, one write per poll cycle', async (t) =>
   t.same((await his('bool')).map((x) => x.val), [false, true]);
   t.same((await his('str')).map((x) => x.val), ['x', 'y']);
   const both = (await his('both')).map((x) => (x.ts - T0) / 1000);
-  t.same(both, [1, 30, 32, 60, 90, 120, 150, 180], 'interval and COV: every 30 s, and at the change');
+  t.same(both, [0.1, 30.1, 31.1, 60.1, 90.1, 120.1, 150.1, 180.1], 'interval and COV: every 30 s, and at the change');
   t.same((await his('nohis')).length, 0, 'no his marker, no history');
   t.same((await his('nocollect')).length, 0, 'no collect tag, no history');
   t.ok(w.writes <= 180, `one write per poll cycle at most (${w.writes} for 180 cycles)`);
   t.ok(w.written.some((ids) => ids.length > 1), 'several points in one write');
   t.ok(w.written.flat().includes('iv'), 'the writes name the points');
   t.same(w.model.get('iv')?.get('hisSize'), HNumber.of(4), 'point state shows the collected history in hisSize');
+});
+
+t.test('history every second with reads running late: a sample in every second of the wall clock', async (t) => {
+  // Started 950 ms into a second: a bucket kept at that place would read across the second's end
+  // whenever it ran late, leaving one second with two samples and the one before with none.
+  const w = await world(t, { start: T0 + 950 });
+  w.fake.device('d1').set({ a: 1 });
+  await w.create(conn('c1', 'd1'), pt('p', 'c1', 'a', { his: MARKER, hisCollectInterval: num(1, 's'), pollTime: num(1, 's') }));
+  w.poller.start();
+  // The event loop runs the reads up to 300 ms late: the poller runs every 20-300 ms, at random.
+  const late = prng(7);
+  for (let i = 0; i < 1200; i++) {
+    const step = Math.round(20 + late() * 280);
+    await w.run(step, step);
+  }
+  const seconds = toSamples(await w.history.read('p')).map((x) => Math.floor((x.ts - T0) / 1000));
+  const first = seconds[0] as number;
+  const last = seconds[seconds.length - 1] as number;
+  t.ok(last - first > 100, `${last - first} seconds collected`);
+  const missing = [];
+  for (let s = first; s <= last; s++) if (!seconds.includes(s)) missing.push(s);
+  t.same(missing, [], 'no second without a sample');
 });
 
 t.test('a point whose history is of another kind is left out of the batch, not the others', async (t) => {

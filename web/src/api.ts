@@ -9,7 +9,7 @@
  * accepts it only from this page's own origin (docs/security.md "The console's login").
  */
 
-export { type Cell, type Grid, type Row, grid, num, refDis, refId, show, str, time } from './cells.js';
+export { type Cell, type Grid, type Row, ago, grid, num, refDis, refId, show, str, time } from './cells.js';
 import type { Cell, Grid, Row } from './cells.js';
 import { grid, str } from './cells.js';
 

@@ -50,6 +50,15 @@ export function time(v: Cell): number | undefined {
   return Number.isNaN(ms) ? undefined : ms;
 }
 
+/** How long ago an instant was, as a person says it: `4 s ago`, `12 min ago`, `3 h ago`, `2 days ago`. */
+export function ago(ms: number): string {
+  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  if (s < 90) return `${s} s ago`;
+  if (s < 90 * 60) return `${Math.round(s / 60)} min ago`;
+  if (s < 36 * 3600) return `${Math.round(s / 3600)} h ago`;
+  return `${Math.round(s / 86400)} days ago`;
+}
+
 /** A value as a person reads it. */
 export function show(v: Cell): string {
   if (v === true) return 'true';

@@ -15,6 +15,7 @@ import { Edit } from './pages/edit.js';
 import { Discovery } from './pages/discovery.js';
 import { AlarmBanner, Alarms, useAlarmCounts } from './pages/alarms.js';
 import { Schedules } from './pages/schedules.js';
+import { Bacnet } from './pages/bacnet.js';
 import './style.css';
 
 const PAGES = [
@@ -23,6 +24,7 @@ const PAGES = [
   ['connectors', 'Connectors'],
   ['schedules', 'Schedules'],
   ['discovery', 'Discovery'],
+  ['bacnet', 'BACnet'],
   ['edit', 'Edit'],
   ['system', 'System'],
 ] as const;
@@ -71,6 +73,9 @@ function Shell({ session, hash, onChange }: { session: Session; hash: string; on
       break;
     case 'schedules':
       body = <Schedules session={session} />;
+      break;
+    case 'bacnet':
+      body = <Bacnet session={session} />;
       break;
     case 'system':
       body = <System session={session} onImpersonate={onChange} />;

@@ -14,6 +14,7 @@ import { pointWriteOps } from './point-write.js';
 import { commissionOps } from './commission.js';
 import { alarmOps } from './alarms.js';
 import { scheduleOps } from './schedules.js';
+import { bacnetOps } from './bacnet.js';
 
 export { aboutOp } from './about.js';
 export { formatsOp } from './formats.js';
@@ -25,9 +26,10 @@ export { pointWriteAuditOp, pointWriteOp, pointWriteOps } from './point-write.js
 export { commissionOps, discoverOp, driversOp, learnOp } from './commission.js';
 export { alarmAckOp, alarmHistoryOp, alarmOps, alarmShelveOp, alarmsOp } from './alarms.js';
 export { scheduleOps, schedulesOp } from './schedules.js';
+export { bacnetObjectsOp, bacnetOps } from './bacnet.js';
 
 /** The server-information ops of docs/spec/interface.md: about, ops, formats. */
 export const infoOps: readonly Op[] = [aboutOp, opsOp, formatsOp];
 
 /** Every op Hayloft serves, in the order `ops` lists them. */
-export const allOps: readonly Op[] = [...infoOps, ...recordOps, ...hisOps, ...watchOps, ...pointWriteOps, ...commissionOps, ...alarmOps, ...scheduleOps];
+export const allOps: readonly Op[] = [...infoOps, ...recordOps, ...hisOps, ...watchOps, ...pointWriteOps, ...commissionOps, ...alarmOps, ...scheduleOps, ...bacnetOps];

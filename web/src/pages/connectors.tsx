@@ -5,18 +5,9 @@
  * Refreshed every five seconds, so a device that goes down shows at a glance.
  */
 import { useEffect, useState } from 'preact/hooks';
-import { type Row, type Session, grid, refId, str, time } from '../api.js';
+import { type Row, type Session, ago, grid, refId, str, time } from '../api.js';
 import { type DriverKind, connFilter, connOfPoint, driverOf, loadDrivers } from '../drivers.js';
 import { Status } from './status.js';
-
-/** How long ago an instant was, as a person says it: `4 s ago`, `12 min ago`, `3 h ago`, `2 days ago`. */
-function ago(ms: number): string {
-  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
-  if (s < 90) return `${s} s ago`;
-  if (s < 90 * 60) return `${Math.round(s / 60)} min ago`;
-  if (s < 36 * 3600) return `${Math.round(s / 3600)} h ago`;
-  return `${Math.round(s / 86400)} days ago`;
-}
 
 /** When the connector was last polled (connLastPoll) and, when that went unanswered, when the device last answered (connLastOk). */
 function Polled({ conn }: { conn: Row }) {

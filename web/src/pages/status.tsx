@@ -1,7 +1,10 @@
-/** A status word in its colour (ok, stale, down, fault, disabled, unknown): the same everywhere. */
-export function Status({ status, title }: { status: string; title?: string | undefined }) {
+/**
+ * A status word in its colour (ok, stale, down, fault, disabled, unknown): the same everywhere.
+ * `tone` colours another word as one of those (`registered` as ok, `degraded` as stale).
+ */
+export function Status({ status, title, tone }: { status: string; title?: string | undefined; tone?: string | undefined }) {
   return (
-    <span class={`status s-${status}`} title={title}>
+    <span class={`status s-${tone ?? status}`} title={title}>
       {status}
     </span>
   );

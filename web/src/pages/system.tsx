@@ -13,10 +13,10 @@ interface Health {
   ok: boolean;
   /** `ok`, `degraded` (works partly: still 200) or `unavailable`. */
   status: string;
-  /** What is wrong, one line per part. */
-  reasons?: string[];
   uptimeSeconds: number;
   storage: { status: string; sizeBytes?: number };
+  /** What is wrong, one line per part (a degraded or unavailable gateway). */
+  reasons?: string[];
   /** Absent on servers from before the clock was watched. */
   clockStatus?: string;
   /** Each part's detail: the clock's says whether it is trusted and why not. */
@@ -176,16 +176,20 @@ export function System({ session, onImpersonate }: { session: Session; onImperso
         <h2>Health</h2>
         <dl class="facts">
           <dt>Status</dt>
-          <dd class="health" data-status={health?.status}>
+          <dd class="health-status" data-status={health?.status}>
             {health === undefined ? (
               '…'
             ) : (
               <>
-                <Status status={health.status} />
-                {(health.reasons ?? []).map((r) => (
-                  // The clock's reason is said in full on its own row below.
-                  <span class="health-reason">{r.startsWith('clock:') ? 'clock: cannot be trusted (below)' : r}</span>
-                ))}
+                {/* ok, degraded (working, partly: still 200) or unavailable, each in its own colour. */}
+                <Status status={health.status} tone={!health.ok ? 'down' : health.status === 'ok' ? 'ok' : 'stale'} />
+                {health.reasons !== undefined && health.reasons.length > 0 && (
+                  <ul class="health-reasons">
+                    {health.reasons.map((r) => (
+                      <li>{r}</li>
+                    ))}
+                  </ul>
+                )}
               </>
             )}
           </dd>
