@@ -9,7 +9,9 @@
  *   - event-loop delay: the daemon's /metrics (prom-client's process metrics:
  *     nodejs_eventloop_lag_p99_seconds and _max_seconds, a histogram reset at every scrape), read
  *     every `--scrape` seconds: the worst and the median scrape window's p99, and the worst max;
- *   - resident memory of the server (/proc/<pid>/status VmRSS, every second): max and final;
+ *   - resident memory of the server (/proc/<pid>/status VmRSS, every second): max and final, and
+ *     its anonymous part (RssAnon: the heaps) at its largest; the rest is file pages (the node
+ *     binary, LevelDB's table files it maps to read them), page cache the kernel can take back;
  *   - CPU of the server (utime + stime of /proc/<pid>/stat) as a share of one core, whole window
  *     and the worst minute;
  *   - the longest /metrics scrape, and the history backlog (hayloft_history_backlog_samples) at
@@ -96,12 +98,14 @@ async function main(): Promise<void> {
         }
       })();
       const rss: number[] = [];
+      let anonMax = 0;
       const minutes: Minute[] = [];
       let cpuMark = c0;
       let scrapeMark = 0;
       while (Date.now() < end) {
         await sleep(1000 - ((Date.now() - t0) % 1000));
         rss.push(procStatus(d.pid, 'VmRSS') / 2 ** 20);
+        anonMax = Math.max(anonMax, procStatus(d.pid, 'RssAnon') / 2 ** 20);
         const s = Math.round((Date.now() - t0) / 1000);
         if (s % 60 === 0 && s > 0) {
           const c = procCpuMs(d.pid);
@@ -186,6 +190,7 @@ async function main(): Promise<void> {
         rssMax: Math.max(...rss),
         rssFirst: rss[0] as number,
         rssFinal,
+        anonMax,
         cpu,
         cpuWorstMinute: Math.max(...minutes.map((m) => m.cpu)),
         scrapeMax: Math.max(...scrapes.map((x) => x.ms)),
@@ -214,6 +219,7 @@ Measured over ${seconds} s after ${WARMUP} s of polling${seconds < 1024 ? ' (sho
 | event-loop delay p99, worst / median ${SCRAPE} s window | ${r.loopP99Worst.toFixed(0)} ms / ${r.loopP99Median.toFixed(0)} ms | < 100 ms: ${verdict(r.loopP99Worst < 100)} |
 | event-loop delay, max | ${r.loopMax.toFixed(0)} ms | |
 | RSS of the server, first / max / final | ${r.rssFirst.toFixed(0)} / ${r.rssMax.toFixed(0)} / ${r.rssFinal.toFixed(0)} MB | < 200 MB: ${verdict(r.rssMax < 200)} |
+| of it anonymous (heaps), max; the rest file pages (node binary, LevelDB tables mapped) | ${r.anonMax.toFixed(0)} MB | |
 | CPU of the server, share of one core: window / worst minute | ${cpu.toFixed(1)} % / ${r.cpuWorstMinute.toFixed(1)} % | < 25 %: ${verdict(cpu < 25)} |
 | /metrics scrape, longest / median | ${(r.scrapeMax / 1000).toFixed(2)} s / ${r.scrapeMedian.toFixed(0)} ms | |
 | history backlog (samples waiting in memory), max; when read back | ${r.backlogMax.toLocaleString('en')}; ${backlogAtRead.toLocaleString('en')} | |

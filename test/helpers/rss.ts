@@ -10,7 +10,7 @@ import { type Malformed, sendMalformed, type Tally } from './malformed.js';
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Bytes of VmRSS or VmHWM of the process. */
-export function procStatus(pid: number, key: 'VmRSS' | 'VmHWM'): number {
+export function procStatus(pid: number, key: 'VmRSS' | 'VmHWM' | 'RssAnon' | 'RssFile'): number {
   const m = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return Number(m?.[1] ?? NaN) * 1024;
 }
