@@ -21,6 +21,16 @@ export default tseslint.config(
     },
   },
   {
+    // node:http and polka (whose ES build imports node:http) are required through
+    // src/api/node-http.ts: an ES import of node:http loads undici on Node 22+ (3 MiB idle).
+    files: ['src/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        paths: ['node:http', 'http', 'polka'].map((name) => ({ name, allowTypeImports: true, message: 'take http and polka from src/api/node-http.ts (memory on Node 22+)' })),
+      }],
+    },
+  },
+  {
     // tap queues subtests itself: an un-awaited `t.test(...)` and an async callback without
     // `await` are its normal style, not mistakes.
     files: ['test/**/*.ts'],

@@ -3,7 +3,7 @@
  * request carries (id, start time, the format its errors are written in, its metrics label), and
  * `send`/`sendChunks`/`sendError`. Kept out of server.ts so route files need no server closure.
  */
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { HGrid } from '../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
@@ -11,6 +11,7 @@ import type { Metrics } from '../lib/metrics.js';
 import { drainRefused, hasBody } from './body.js';
 import { type Codec, JSON_CODEC } from './codecs.js';
 import { errorGrid, errorHeaders, statusOf } from './http-errors.js';
+import { http } from './node-http.js';
 
 /** Per-request state the server keeps on the request (no module-level state). */
 export interface Exchange {

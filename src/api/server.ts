@@ -8,10 +8,10 @@
  * Any error becomes an error grid with its status; an unexpected one is logged with its stack and
  * the server keeps serving.
  */
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { Duplex, Readable } from 'node:stream';
-import polka, { type IError, type NextHandler, type Request } from 'polka';
+import type { IError, NextHandler, Request } from 'polka';
 import type { HGrid } from '../haystack/values.js';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import type { AuthService } from '../auth/auth.js';
@@ -21,6 +21,7 @@ import type { Metrics } from '../lib/metrics.js';
 import { authHttp } from './auth-http.js';
 import { JSON_CODEC } from './codecs.js';
 import { ExchangeRequest, InFlight, pathOf, Responder } from './exchange.js';
+import { http, polka } from './node-http.js';
 import { BodyBudget, CONNECTIONS_CHECKING_INTERVAL_MS, DEFAULT_SERVER_LIMITS, type ServerLimits, guardServer, stallMsOf, watchStalls } from './guard.js';
 import { errorGrid } from './http-errors.js';
 import type { Op, OpContext } from './op.js';
@@ -190,7 +191,7 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
   const server = http.createServer({ IncomingMessage: ExchangeRequest, connectionsCheckingInterval: CONNECTIONS_CHECKING_INTERVAL_MS });
   // HTTPS, once listenTls is called: the same routes, guards and handlers as HTTP.
   let tlsServer: https.Server | undefined;
-  const servers = (): http.Server[] => (tlsServer === undefined ? [server] : [server, tlsServer]);
+  const servers = (): Server[] => (tlsServer === undefined ? [server] : [server, tlsServer]);
   const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     track(req, res);
     // polka creates its own `next` when given none.
@@ -215,7 +216,7 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
         `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
   };
-  function serve(s: http.Server): void {
+  function serve(s: Server): void {
     guardServer(s, limits, log);
     s.on('request', onRequest);
     s.on('clientError', onClientError);
@@ -228,7 +229,7 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
   // Clients that stop reading an answer or sending a body (guard.ts), while the server listens.
   let stopStallWatch: (() => void) | undefined;
 
-  function listenOn(s: http.Server, port: number, host: string, what: string): Promise<{ port: number }> {
+  function listenOn(s: Server, port: number, host: string, what: string): Promise<{ port: number }> {
     return new Promise((resolve, reject) => {
       const onError = (err: NodeJS.ErrnoException): void => {
         s.off('listening', onListening);

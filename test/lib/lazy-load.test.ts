@@ -55,6 +55,10 @@ for (const k of ['DateTimeFormat', 'NumberFormat', 'Collator', 'PluralRules', 'R
   Wrapped.supportedLocalesOf = Original.supportedLocalesOf;
   Intl[k] = Wrapped;
 }
+// Node's own modules the daemon loaded, for those that only a wrong import brings in.
+process.on('exit', () => {
+  for (const m of process.moduleLoadList) if (m.startsWith('NativeModule ')) appendFileSync(${JSON.stringify(list)}, 'node:' + m.slice(13) + '\\n');
+});
 `,
   );
   // One process (no relaunch with the runtime settings): the hook sees what serves. A named zone,
@@ -94,4 +98,10 @@ for (const k of ['DateTimeFormat', 'NumberFormat', 'Collator', 'PluralRules', 'R
   t.ok(loaded().has('graphql'), 'graphql-js is loaded by the first GraphQL request');
   child.proc.kill('SIGTERM');
   await child.exited;
+  // An ES import of node:http (ours or polka's ES build) reads its lazy exports on Node 22+, which
+  // load undici and http2 for good (3 MiB on Node 24): src/api/node-http.ts requires both instead.
+  const builtins = [...loaded()].filter((x) => x.startsWith('node:'));
+  t.ok(builtins.includes('node:http'), 'the list of Node modules is written at exit');
+  t.notOk(builtins.includes('node:internal/deps/undici/undici'), 'undici is not loaded (no fetch, WebSocket or ES facade of node:http)');
+  t.notOk(builtins.includes('node:http2'), 'http2 is not loaded');
 });

@@ -20,7 +20,7 @@ t.test('missing settings', async (t) => {
   t.equal(none.tunables, MALLOC_TUNABLES.join(':'));
   const all = missingSettings([...NODE_FLAGS], { GLIBC_TUNABLES: MALLOC_TUNABLES.join(':') }, 'linux');
   t.same(all, { flags: [], tunables: undefined }, 'nothing to do when started with them');
-  t.same(missingSettings(['--max_semi_space_size=8'], { NODE_OPTIONS: '--heap-growing-percent=50' }, 'darwin'), { flags: [], tunables: undefined }, 'an operator\'s own values win; no glibc tunables off Linux');
+  t.same(missingSettings(['--max_semi_space_size=8', '--maglev'], { NODE_OPTIONS: '--heap-growing-percent=50' }, 'darwin'), { flags: [], tunables: undefined }, 'an operator\'s own values win; no glibc tunables off Linux');
   t.equal(missingSettings([], { GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' }, 'linux').tunables, `glibc.malloc.arena_max=2:${MALLOC_TUNABLES.join(':')}`, 'other tunables kept');
   t.equal(missingSettings([], { GLIBC_TUNABLES: 'glibc.malloc.mmap_threshold=4096' }, 'linux').tunables, undefined, 'an operator\'s own threshold wins');
 });
@@ -89,7 +89,7 @@ t.test('hayloft serve by its command: one process with the settings, also throug
   t.notMatch(s.out, /without the runtime settings/, 'no warning');
 
   const own = await serveUntilServing(t, [BIN, 'serve'], { HAYLOFT_NODE: process.execPath, NODE_OPTIONS: '--max-semi-space-size=8', GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' });
-  t.same((own.line.runtime as { nodeFlags: string[] }).nodeFlags.sort(), ['--heap-growing-percent=30', '--max-semi-space-size=8'], "an operator's own value in NODE_OPTIONS wins");
+  t.same((own.line.runtime as { nodeFlags: string[] }).nodeFlags.sort(), ['--heap-growing-percent=30', '--max-semi-space-size=8', '--no-maglev'], "an operator's own value in NODE_OPTIONS wins");
   t.equal((own.line.runtime as { mallocTunables: string }).mallocTunables, `glibc.malloc.arena_max=2:${MALLOC_TUNABLES.join(':')}`, 'other tunables are kept');
 });
 
@@ -104,6 +104,6 @@ t.test('hayloft serve started some other way (node cli.js serve)', async (t) => 
     if (process.platform === 'linux') t.equal(runtime.mallocTunables, MALLOC_TUNABLES.join(':'), 'and the tunables');
   } else {
     t.same(runtime.nodeFlags, [], 'older Node: it runs as started');
-    t.match(s.out, /"missingNodeFlags":\["--max-semi-space-size=4","--heap-growing-percent=30"\].*started without the runtime settings/, 'and says what is missing and how to start it');
+    t.match(s.out, /"missingNodeFlags":\["--max-semi-space-size=4","--heap-growing-percent=30","--no-maglev"\].*started without the runtime settings/, 'and says what is missing and how to start it');
   }
 });
