@@ -52,6 +52,12 @@ export interface DriverCatalog {
   checkRecord(rec: HDict, old: HDict | undefined): void;
 }
 
+/** True when an object has no own enumerable key (without building the list of keys). */
+function isEmpty(o: object): boolean {
+  for (const _ in o) return false;
+  return true;
+}
+
 /** Parent tags, in precedence order, and the marker their target must carry. */
 const PARENT_TAGS: readonly [string, string][] = [
   ['equipRef', 'equip'],
@@ -401,16 +407,21 @@ export class Model {
    */
   setTransient(id: string, tags: Record<string, HVal>): void {
     if (!this.byId.has(id)) return;
-    const cur = this.transient.get(id) ?? {};
+    const had = this.transient.get(id);
+    const cur = had ?? {};
+    let removed = false;
     // Only tags whose value differs count as changed: a driver re-reading the same value, or
     // hisWrite republishing his stats, must not make every watch report the point again.
     let changed: string[] | undefined;
-    for (const [k, v] of Object.entries(tags)) {
+    // for-in, not Object.entries: no array per tag on the poll path.
+    for (const k in tags) {
+      const v = tags[k] as HVal | null;
       if (!this.transientNames.has(k)) this.transientNames.add(k);
       const old = cur[k];
       if (v === null || v === REMOVE) {
         if (old === undefined) continue;
         delete cur[k];
+        removed = true;
       } else {
         if (old !== undefined && equals(old, v)) continue;
         cur[k] = v;
@@ -418,8 +429,8 @@ export class Model {
       (changed ??= []).push(k);
     }
     if (changed === undefined) return;
-    if (Object.keys(cur).length === 0) this.transient.delete(id);
-    else this.transient.set(id, cur);
+    if (removed && isEmpty(cur)) this.transient.delete(id);
+    else if (had === undefined) this.transient.set(id, cur);
     this.views.delete(id);
     // The poll hot path (a driver sets thousands of points a second): listeners get the id and
     // the changed tag names only and must be cheap (the watch manager adds the id to a Set per

@@ -172,6 +172,9 @@ interface Reading {
   status: CurStatus | undefined;
   raw: PointRaw | undefined | typeof OTHER;
   err: string | undefined;
+  /** Paced his tags (hisTagsMs): the point's slot (-1: none yet, its next sample shows at once), and whether it waits in it. */
+  hisSlot: number;
+  hisDue: boolean;
 }
 
 export interface PointStateOptions {
@@ -206,8 +209,7 @@ export class PointState implements Part {
   private refreshFailed: { err: unknown } | undefined;
   /** Paced his tags (hisTagsMs): each point's slot, and per slot the points with unshown samples. */
   private readonly hisTagsMs: number;
-  private readonly hisSlot = new Map<string, number>();
-  private readonly hisDue: Set<string>[] = Array.from({ length: HIS_SLOTS }, () => new Set<string>());
+  private hisDue: Reading[][] = Array.from({ length: HIS_SLOTS }, () => []);
   private hisNextSlot = 0;
   private hisTick = 0;
   private hisTimer: NodeJS.Timeout | undefined;
@@ -280,7 +282,7 @@ export class PointState implements Part {
     const old = this.readings.get(id);
     if (old !== undefined && old.connId === connId && old.kind === kind && old.unit === unit) return;
     if (old !== undefined) this.unbind(old);
-    const r: Reading = { id, connId, kind, unit, status: undefined, raw: undefined, err: undefined };
+    const r: Reading = { id, connId, kind, unit, status: undefined, raw: undefined, err: undefined, hisSlot: -1, hisDue: false };
     this.shown(r);
     this.readings.set(id, r);
     let s = this.byConn.get(connId);
@@ -486,17 +488,24 @@ export class PointState implements Part {
    * at the pace of hisTagsMs.
    */
   private heard(id: string, kind: HisKind, written: { readonly ts: readonly number[]; readonly val: readonly HisValue[] } | null, polled: boolean): void {
-    if (polled && this.hisTagsMs > 0 && this.readings.has(id)) {
-      const slot = this.hisSlot.get(id);
-      if (slot !== undefined) {
-        (this.hisDue[slot] as Set<string>).add(id);
-        return;
+    // The poll path: one lookup per sample, the slot and its list on the point's reading.
+    if (polled && this.hisTagsMs > 0) {
+      const r = this.readings.get(id);
+      if (r !== undefined) {
+        if (r.hisSlot >= 0) {
+          if (!r.hisDue) {
+            r.hisDue = true;
+            (this.hisDue[r.hisSlot] as Reading[]).push(r);
+          }
+          return;
+        }
+        r.hisSlot = this.hisNextSlot++ % HIS_SLOTS;
       }
-      this.hisSlot.set(id, this.hisNextSlot++ % HIS_SLOTS);
     }
     if (written === null) {
       // Deleted history (a deleted point's too): its next polled sample shows at once again.
-      this.hisSlot.delete(id);
+      const r = this.readings.get(id);
+      if (r !== undefined) r.hisSlot = -1;
       const p = this.refreshFromHistory(id)
         .catch((err: unknown) => void (this.refreshFailed ??= { err }))
         .finally(() => this.refreshing.delete(p));
@@ -511,12 +520,13 @@ export class PointState implements Part {
 
   /** Shows the his tags of the points of a slot with polled samples not shown yet. */
   private showDue(slot: number): void {
-    const due = this.hisDue[slot] as Set<string>;
-    for (const id of due) {
-      if (this.model.stored(id) === undefined) this.hisSlot.delete(id);
-      else this.hisWritten(id, undefined);
+    const due = this.hisDue[slot] as Reading[];
+    this.hisDue[slot] = [];
+    for (const r of due) {
+      r.hisDue = false;
+      // An unbound or rebound point's reading is not its own any more (a new one shows its next sample at once).
+      if (this.readings.get(r.id) === r) this.hisWritten(r.id, undefined);
     }
-    due.clear();
   }
 
   /**

@@ -26,7 +26,8 @@ import type { Clock } from '../lib/clock.js';
 import type { DatingTrust } from '../lib/clock-trust.js';
 import { isHayloftError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
-import type { HisKind, HisSample, HisWrite, HistoryStore } from '../store/history.js';
+import type { HisValue } from '../store/his-codec.js';
+import type { HisKind, HistoryStore, PolledWrite } from '../store/history.js';
 
 export interface CollectPlan {
   /** Sample interval, ms; undefined when only COV. */
@@ -90,10 +91,18 @@ interface Held {
   readonly mono: number;
 }
 
+/** The samples of one point waiting for the next write: two columns, as the store takes them. */
+interface Pending {
+  readonly pointId: string;
+  readonly kind: HisKind;
+  readonly ts: number[];
+  readonly val: HisValue[];
+}
+
 export class HisCollector {
   private readonly history: HistoryStore;
   private readonly log: Logger;
-  private pending = new Map<string, { kind: HisKind; samples: HisSample[] }>();
+  private pending = new Map<string, Pending>();
   private writing: Promise<void> | undefined;
   /**
    * The code of the error the last write failed with (HL_STORAGE_FULL below the free-space floor,
@@ -157,8 +166,9 @@ export class HisCollector {
       }
     }
     let e = this.pending.get(c.id);
-    if (e === undefined || e.kind !== c.kind) this.pending.set(c.id, (e = { kind: c.kind, samples: [] }));
-    e.samples.push({ ts, val });
+    if (e === undefined || e.kind !== c.kind) this.pending.set(c.id, (e = { pointId: c.id, kind: c.kind, ts: [], val: [] }));
+    e.ts.push(ts);
+    e.val.push(val);
   }
 
   /** Drops the pending samples of a point that is gone (deleted, or no longer collecting). */
@@ -171,7 +181,7 @@ export class HisCollector {
   /** Samples waiting to be written. */
   get backlog(): number {
     let n = 0;
-    for (const e of this.pending.values()) n += e.samples.length;
+    for (const e of this.pending.values()) n += e.ts.length;
     return n;
   }
 
@@ -205,12 +215,13 @@ export class HisCollector {
     const clock = this.clock as Clock;
     const now = clock.now();
     const mono = clock.monotonic();
-    const out = new Map<string, { kind: HisKind; samples: HisSample[] }>();
+    const out = new Map<string, Pending>();
     for (const h of this.held) {
       let e = out.get(h.id);
-      if (e === undefined || e.kind !== h.kind) out.set(h.id, (e = { kind: h.kind, samples: [] }));
+      if (e === undefined || e.kind !== h.kind) out.set(h.id, (e = { pointId: h.id, kind: h.kind, ts: [], val: [] }));
       // Whole milliseconds: the monotonic clock has fractions, history stores epoch ms.
-      e.samples.push({ ts: Math.round(now - (mono - h.mono)), val: h.val });
+      e.ts.push(Math.round(now - (mono - h.mono)));
+      e.val.push(h.val);
     }
     this.log.info({ samples: this.held.length, points: out.size }, 'the clock is trusted: held history is written, re-dated by the monotonic clock');
     this.held = [];
@@ -218,7 +229,10 @@ export class HisCollector {
     for (const [id, e] of this.pending) {
       const r = out.get(id);
       if (r === undefined || r.kind !== e.kind) out.set(id, e);
-      else r.samples.push(...e.samples);
+      else {
+        r.ts.push(...e.ts);
+        r.val.push(...e.val);
+      }
     }
     this.pending = out;
   }
@@ -232,26 +246,12 @@ export class HisCollector {
     }
   }
 
-  private async write(batch: Map<string, { kind: HisKind; samples: HisSample[] }>): Promise<void> {
-    const writes: HisWrite[] = [];
-    for (const [pointId, e] of batch) {
-      // One point whose kind changed (its old history is of another kind) would fail the whole
-      // batch (writeMany is all or nothing): leave it out, once warned.
-      const stored = this.history.kindOf(pointId);
-      if (stored !== undefined && stored !== e.kind) {
-        if (!this.kindWarned.has(pointId)) {
-          this.kindWarned.add(pointId);
-          this.log.warn({ pointId, kind: e.kind, stored }, 'not collecting history: the point holds history of another kind (delete it with hisDelete)');
-        }
-        continue;
-      }
-      this.kindWarned.delete(pointId);
-      writes.push({ pointId, kind: e.kind, samples: e.samples });
-    }
-    if (writes.length === 0) return;
+  private async write(batch: Map<string, Pending>): Promise<void> {
+    const writes: PolledWrite[] = [...batch.values()];
+    let other: readonly PolledWrite[];
     try {
       // Written by the next flush (historyFlushMs): a poll cycle costs no fsync of its own.
-      await this.history.writeMany(writes, { flush: 'later' });
+      other = await this.history.writePolled(writes);
     } catch (err) {
       const code = isHayloftError(err) ? err.code : 'error';
       if (this.failing !== code) {
@@ -266,6 +266,14 @@ export class HisCollector {
     if (this.failing !== null) {
       this.log.warn({ was: this.failing }, 'collected history is stored again');
       this.failing = null;
+    }
+    // A point whose kind changed (its old history is of another kind) is left out by the store
+    // (a whole batch is all or nothing): said once per point until it is collected again.
+    if (this.kindWarned.size > 0) for (const w of writes) if (!other.includes(w)) this.kindWarned.delete(w.pointId);
+    for (const w of other) {
+      if (this.kindWarned.has(w.pointId)) continue;
+      this.kindWarned.add(w.pointId);
+      this.log.warn({ pointId: w.pointId, kind: w.kind, stored: this.history.kindOf(w.pointId) }, 'not collecting history: the point holds history of another kind (delete it with hisDelete)');
     }
   }
 }

@@ -165,6 +165,11 @@ interface Polled {
   readonly prepared: PreparedPoint | undefined;
   readonly pollMs: number;
   readonly collect: Collecting | undefined;
+  /**
+   * False once the point is changed (a new Polled replaces it) or removed: a read that was in
+   * flight then drops its result. A flag rather than a lookup in `points` per value read.
+   */
+  current: boolean;
 }
 
 function message(e: unknown): string {
@@ -276,7 +281,10 @@ export class Poller implements Part {
     await this.writes?.stop();
     await this.collector.idle();
     await Promise.allSettled([...this.conns.values()].map((c) => this.closeConn(c)));
-    for (const id of this.points.keys()) this.state.curUnbind(id);
+    for (const [id, ps] of this.points) {
+      ps.current = false;
+      this.state.curUnbind(id);
+    }
     this.conns.clear();
     this.points.clear();
     this.byConn.clear();
@@ -427,8 +435,7 @@ export class Poller implements Part {
     b.stale = false;
     for (let i = 0; i < points.length; i++) {
       const ps = points[i] as Polled;
-      if (this.points.get(ps.id) !== ps) continue; // changed or removed while reading
-      this.apply(ps, results[i], now);
+      if (ps.current) this.apply(ps, results[i], now); // else changed or removed while reading
     }
     return wasDown ? this.readPushed(cs) : true;
   }
@@ -454,7 +461,7 @@ export class Poller implements Part {
     const now = this.clock.now();
     for (let i = 0; i < pushed.length; i++) {
       const ps = pushed[i] as Polled;
-      if (this.points.get(ps.id) === ps) this.apply(ps, results[i], now);
+      if (ps.current) this.apply(ps, results[i], now);
     }
     return true;
   }
@@ -495,7 +502,7 @@ export class Poller implements Part {
 
   private makeStale(b: Bucket): void {
     b.stale = true;
-    for (const ps of b.points) if (this.points.get(ps.id) === ps) this.state.curStale(ps.id);
+    for (const ps of b.points) if (ps.current) this.state.curStale(ps.id);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -621,6 +628,7 @@ export class Poller implements Part {
     if (rec === undefined || driver === undefined) {
       if (old === undefined) return;
       this.detach(old);
+      old.current = false;
       this.points.delete(id);
       this.collector.forget(id);
       this.cov.remove(id);
@@ -678,7 +686,9 @@ export class Poller implements Part {
       prepared: problem === undefined ? prepared : undefined,
       pollMs,
       collect,
+      current: true,
     };
+    if (old !== undefined) old.current = false;
     this.points.set(id, ps);
     if (connId !== undefined) {
       let s = this.byConn.get(connId);

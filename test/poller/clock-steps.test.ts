@@ -171,7 +171,13 @@ t.test('while the clock cannot be trusted: polling goes on, collected history is
 t.test('the hold is bounded: the oldest go first, counted', async (t) => {
   const clock = new ManualClock(0);
   const written: number[] = [];
-  const history = { kindOf: () => undefined, writeMany: async (ws: { samples: { val: unknown }[] }[]) => void written.push(...ws.flatMap((x) => x.samples.map((s) => s.val as number))) };
+  const history = {
+    kindOf: () => undefined,
+    writePolled: async (ws: { val: unknown[] }[]) => {
+      written.push(...ws.flatMap((x) => x.val as number[]));
+      return [];
+    },
+  };
   let trusted = false;
   const c = new HisCollector({ history: history as never, log: silentLogger(), clock, trust: { trusted: () => trusted }, maxHeld: 10 });
   const point = { id: 'p', kind: 'Number' as const, plan: { intervalMs: undefined, cov: 0 }, lastSlot: -Infinity, lastVal: undefined };

@@ -44,11 +44,11 @@ async function world(t: Test, opts: { backoff?: { minMs?: number; maxMs?: number
   await history.start();
   const fake = new FakeDriver();
   const w = { model, history, clock, fake, writes: 0, written: [] as string[][] } as World;
-  const writeMany = history.writeMany.bind(history);
-  history.writeMany = async (writes) => {
+  const writePolled = history.writePolled.bind(history);
+  history.writePolled = async (writes) => {
     w.writes++;
     w.written.push(writes.map((x) => x.pointId));
-    return writeMany(writes);
+    return writePolled(writes);
   };
   const points = new PointState({ model, history, drivers: [fake] });
   await points.start();

@@ -322,3 +322,52 @@ t.test('a polled sample below a seal edge left by a delete goes into the chunks,
   t.same(await readAll(x.his, 'p'), want, 'both kept, in order, after a power cut');
   await close(x);
 });
+
+t.test('writePolled: appended like a later flush; the rest the general way; another kind returned, not written', async (t) => {
+  const dir = tempDir(t);
+  let x = await open(dir);
+  const heard: string[] = [];
+  x.his.events.on('his.written', heard, (id, _kind, w, polled) => heard.push(`${id}:${w?.ts.join(',')}:${polled}`));
+  t.same(await x.his.writePolled([
+    { pointId: 'p', kind: 'Number', ts: [1, 2, 3], val: [10, 20, 30] },
+    { pointId: 'q', kind: 'Str', ts: [1], val: ['a'] },
+  ]), []);
+  t.same(await readAll(x.his, 'p'), ['1=10', '2=20', '3=30'], 'readable at once');
+  t.same(heard, ['p:1,2,3:true', 'q:1:true']);
+  t.equal(await keysOf(x.store, J), 0, 'nothing on disk before the flush');
+  await x.his.flush();
+  t.equal(await keysOf(x.store, J), 1, 'one journal entry for both points');
+
+  // Before the end (a clock stepped back): merged, synced at once. Unsorted columns: sorted,
+  // pending in the tail like any polled sample (a power cut before the flush loses them).
+  t.same(await x.his.writePolled([
+    { pointId: 'p', kind: 'Number', ts: [2], val: [22] },
+    { pointId: 'q', kind: 'Str', ts: [5, 4], val: ['e', 'd'] },
+  ]), []);
+  t.same(await readAll(x.his, 'q'), ['1="a"', '4="d"', '5="e"']);
+  x = await crash(x, dir);
+  t.same(await readAll(x.his, 'p'), ['1=10', '2=22', '3=30']);
+  t.same(await readAll(x.his, 'q'), ['1="a"']);
+
+  // A point whose history is of another kind: returned, nothing of it written; the others are.
+  const other = await x.his.writePolled([
+    { pointId: 'p', kind: 'Bool', ts: [9], val: [true] },
+    { pointId: 'q', kind: 'Str', ts: [9], val: ['i'] },
+  ]);
+  t.same(other.map((w) => w.pointId), ['p']);
+  t.same(await readAll(x.his, 'p'), ['1=10', '2=22', '3=30']);
+  t.same(await readAll(x.his, 'q'), ['1="a"', '9="i"']);
+
+  // A bad sample refuses the whole call before anything is appended.
+  await t.rejects(
+    x.his.writePolled([
+      { pointId: 'q', kind: 'Str', ts: [10], val: ['j'] },
+      { pointId: 'r', kind: 'Number', ts: [10], val: ['ten'] },
+    ]),
+    { code: 'HL_BAD_VALUE' },
+  );
+  await t.rejects(x.his.writePolled([{ pointId: 'r', kind: 'Number', ts: [10.5], val: [1] }]), { code: 'HL_BAD_VALUE' });
+  t.same(await readAll(x.his, 'q'), ['1="a"', '9="i"'], 'q unchanged');
+  t.same(await readAll(x.his, 'r'), []);
+  await close(x);
+});
