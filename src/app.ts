@@ -319,7 +319,12 @@ export class App {
     const clock = opts.clock ?? systemClock;
     const parts = new Parts((part, err) => log.error({ err, part: part.name }, 'a part failed to stop'));
     const metrics = new Metrics({ productVersion: productVersion(), processMetrics: opts.processMetrics === true });
-    const store = await Store.open(config.dataDir, { cacheBytes: config.storeCacheBytes, writeBufferBytes: config.storeWriteBufferBytes });
+    const store = await Store.open(config.dataDir, {
+      cacheBytes: config.storeCacheBytes,
+      writeBufferBytes: config.storeWriteBufferBytes,
+      openFiles: config.storeOpenFiles,
+      fileBytes: config.storeFileBytes,
+    });
     // The store's part first, so it closes last; it reopens LevelDB after a failed write
     // (store/recovery.ts) and reloads history's metadata from the reopened store.
     let history: HistoryStore | undefined;

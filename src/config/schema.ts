@@ -24,6 +24,13 @@ export interface Config {
   /** LevelDB's write buffer (memtable), in bytes: writes gathered before they go to a sorted file. */
   readonly storeWriteBufferBytes: number;
   /**
+   * LevelDB's open files (max_open_files): its sorted tables are kept open, and mapped into the
+   * daemon's memory, up to this many less 10; the rest are opened when read.
+   */
+  readonly storeOpenFiles: number;
+  /** LevelDB's table size (max_file_size), in bytes: the size of the sorted files compactions write. */
+  readonly storeFileBytes: number;
+  /**
    * Free bytes the data folder's file system keeps: below it history writes (hisWrite and polled
    * samples) are refused with HL_STORAGE_FULL, before LevelDB runs out of space; 0 turns it off.
    */
@@ -180,6 +187,21 @@ export const SCHEMA: { readonly [K in ConfigKey]: KeySpec<Config[K]> } = {
     env: 'HAYLOFT_STORE_WRITE_BUFFER_BYTES',
     default: () => 2 * MIB,
     parse: (raw) => integer(raw, 64 * 1024, 1024 * MIB),
+  },
+  // LevelDB maps every table it holds open into the process (64-bit builds), and the pages reads
+  // and compactions touch stay counted in its RSS; with LevelDB's defaults (1,000 files of 2 MiB)
+  // that is up to 2 GiB as history grows over the years, and up to 1,000 file descriptors of a
+  // systemd service's 1,024. 74 files (LevelDB's least: 64 tables) of 1 MiB (LevelDB's least)
+  // bound it to 64 MiB and 74 descriptors. docs/configuration.md "LevelDB's files".
+  storeOpenFiles: {
+    env: 'HAYLOFT_STORE_OPEN_FILES',
+    default: () => 74,
+    parse: (raw) => integer(raw, 74, 50_000),
+  },
+  storeFileBytes: {
+    env: 'HAYLOFT_STORE_FILE_BYTES',
+    default: () => MIB,
+    parse: (raw) => integer(raw, MIB, 1024 * MIB),
   },
   // 512 MiB: 1.6-3 % of a 16-32 GB card. What stays free serves logins, records, point writes,
   // watches and LevelDB's compactions (which need room for the files they rewrite), and the

@@ -44,6 +44,10 @@ export type StoreState = 'open' | 'failed' | 'reopening' | 'closed';
 export interface StoreSizes {
   cacheBytes?: number;
   writeBufferBytes?: number;
+  /** LevelDB's max_open_files: at most this many less 10 sorted tables are open (and mapped) at once. */
+  openFiles?: number;
+  /** LevelDB's max_file_size: the size of the sorted tables compactions write. */
+  fileBytes?: number;
 }
 
 export class Store {
@@ -194,8 +198,9 @@ export class Store {
 
   /**
    * Opens (creating when new) the store in `dataDir`. `cacheBytes` and `writeBufferBytes` size
-   * LevelDB's block cache and memtable (config storeCacheBytes, storeWriteBufferBytes); LevelDB's
-   * defaults (8 and 4 MiB) when not given.
+   * LevelDB's block cache and memtable (config storeCacheBytes, storeWriteBufferBytes), `openFiles`
+   * and `fileBytes` bound its open tables (storeOpenFiles, storeFileBytes); LevelDB's defaults (8
+   * and 4 MiB, 1,000 files, 2 MiB) for what is not given.
    */
   static async open(dataDir: string, sizes: StoreSizes = {}): Promise<Store> {
     const dir = path.resolve(dataDir);
@@ -301,6 +306,8 @@ function openLevel(dir: string, sizes: StoreSizes): ClassicLevel<string, string>
     valueEncoding: 'utf8',
     ...(sizes.cacheBytes === undefined ? {} : { cacheSize: sizes.cacheBytes }),
     ...(sizes.writeBufferBytes === undefined ? {} : { writeBufferSize: sizes.writeBufferBytes }),
+    ...(sizes.openFiles === undefined ? {} : { maxOpenFiles: sizes.openFiles }),
+    ...(sizes.fileBytes === undefined ? {} : { maxFileSize: sizes.fileBytes }),
   });
 }
 

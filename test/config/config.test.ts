@@ -49,6 +49,8 @@ t.test('defaults', async (t) => {
     dataDir: '/srv/hayloft/data',
     storeCacheBytes: 2 * 1024 * 1024,
     storeWriteBufferBytes: 2 * 1024 * 1024,
+    storeOpenFiles: 74,
+    storeFileBytes: 1024 * 1024,
     historyMinFreeBytes: 512 * 1024 * 1024,
     historyRetentionDays: 730,
     historyRollupRetentionDays: 3650,
@@ -97,6 +99,8 @@ t.test('file, then environment over it, then --config choosing the file', async 
     dataDir: '/var/lib/hayloft',
     storeCacheBytes: 2 * 1024 * 1024,
     storeWriteBufferBytes: 2 * 1024 * 1024,
+    storeOpenFiles: 74,
+    storeFileBytes: 1024 * 1024,
     historyMinFreeBytes: 512 * 1024 * 1024,
     historyRetentionDays: 730,
     historyRollupRetentionDays: 3650,
@@ -155,6 +159,8 @@ t.test('every validation error, each named with its source', async (t) => {
     ['port fractional (file)', { port: 80.5 }, {}, 'port', /an integer/],
     ['maxBodyBytes too small', { maxBodyBytes: 10 }, {}, 'maxBodyBytes', /an integer from 1024/],
     ['storeWriteBufferBytes too small', { storeWriteBufferBytes: 1000 }, {}, 'storeWriteBufferBytes', /an integer from 65536/],
+    ['storeOpenFiles below LevelDB\'s least', { storeOpenFiles: 20 }, {}, 'storeOpenFiles', /an integer from 74/],
+    ['storeFileBytes below LevelDB\'s least', { storeFileBytes: 65536 }, {}, 'storeFileBytes', /an integer from 1048576/],
     ['maxBodyBytes not a number', { maxBodyBytes: '64MB' }, {}, 'maxBodyBytes', /an integer/],
     ['maxValueChars too small (env)', null, { HAYLOFT_MAX_VALUE_CHARS: '10' }, 'maxValueChars', /an integer from 256/],
     ['maxCols not a number', { maxCols: 'many' }, {}, 'maxCols', /an integer from 10/],
@@ -182,7 +188,7 @@ t.test('every validation error, each named with its source', async (t) => {
     ['bacnetTimeoutMs with a unit (env)', null, { HAYLOFT_BACNET_TIMEOUT_MS: '3s' }, 'bacnetTimeoutMs', /an integer from 100 to 60000/],
     ['historyRetentionDays negative (env)', null, { HAYLOFT_HISTORY_RETENTION_DAYS: '-1' }, 'historyRetentionDays', /an integer from 0 to 100000/],
     ['historyMaxBytes with a unit (file)', { historyMaxBytes: '4GB' }, {}, 'historyMaxBytes', /an integer from 0 to/],
-    ['an unknown key', { prot: 80 }, {}, 'prot', /a known key \(dataDir, storeCacheBytes, storeWriteBufferBytes, historyMinFreeBytes, historyRetentionDays, historyRollupRetentionDays, historyMaxBytes, historyFlushMs, historyTailSamples, host, port/],
+    ['an unknown key', { prot: 80 }, {}, 'prot', /a known key \(dataDir, storeCacheBytes, storeWriteBufferBytes, storeOpenFiles, storeFileBytes, historyMinFreeBytes, historyRetentionDays, historyRollupRetentionDays, historyMaxBytes, historyFlushMs, historyTailSamples, host, port/],
   ];
   for (const [name, content, env, key, expected] of cases) {
     t.test(name, async (t) => {
