@@ -12,6 +12,7 @@
  *   - resident memory of the server (/proc/<pid>/status VmRSS, every second): max and final, and
  *     its anonymous part (RssAnon: the heaps) at its largest; the rest is file pages (the node
  *     binary, LevelDB's table files it maps to read them), page cache the kernel can take back;
+ *     LevelDB's mapped tables are read from /proc/<pid>/smaps once a minute;
  *   - CPU of the server (utime + stime of /proc/<pid>/stat) as a share of one core, whole window
  *     and the worst minute;
  *   - the longest /metrics scrape, and the history backlog (hayloft_history_backlog_samples) at
@@ -22,6 +23,7 @@
  *   npm run bench -- soak [--minutes 60] [--devices 100] [--points 100] [--warmup 30]
  *                         [--scrape 10] [--label before] [--no-record]
  */
+import { readFileSync } from 'node:fs';
 import { procStatus } from '../test/helpers/rss.js';
 import { hasFlag, hisReadTimes, inLanes, loginDaemon, machineLine, median, numberArg, procCpuMs, recordSection, sleep, startDaemon, stopDaemon, stringArg } from './harness.js';
 import { seedPlant, startSensorDevices } from './modbus-sim.js';
@@ -42,9 +44,25 @@ function metric(text: string, name: string): number {
   return m === null ? NaN : Number(m[1]);
 }
 
+/**
+ * Resident MB of LevelDB's tables mapped into `pid` (64-bit LevelDB maps the tables it holds
+ * open; config storeOpenFiles bounds them): the .ldb mappings of /proc/<pid>/smaps.
+ */
+function mappedTablesMb(pid: number): number {
+  let kb = 0;
+  let table = false;
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) table = line.endsWith('.ldb');
+    else if (table && line.startsWith('Rss:')) kb += Number(line.split(/\s+/)[1]);
+  }
+  return kb / 1024;
+}
+
 interface Minute {
   minute: number;
   rss: number;
+  anon: number;
+  tables: number;
   cpu: number;
   loopP99: number;
   loopMax: number;
@@ -98,22 +116,29 @@ async function main(): Promise<void> {
         }
       })();
       const rss: number[] = [];
+      const anon: number[] = [];
       let anonMax = 0;
+      let tablesMax = 0;
       const minutes: Minute[] = [];
       let cpuMark = c0;
       let scrapeMark = 0;
       while (Date.now() < end) {
         await sleep(1000 - ((Date.now() - t0) % 1000));
         rss.push(procStatus(d.pid, 'VmRSS') / 2 ** 20);
-        anonMax = Math.max(anonMax, procStatus(d.pid, 'RssAnon') / 2 ** 20);
+        anon.push(procStatus(d.pid, 'RssAnon') / 2 ** 20);
+        anonMax = Math.max(anonMax, anon[anon.length - 1] as number);
         const s = Math.round((Date.now() - t0) / 1000);
         if (s % 60 === 0 && s > 0) {
           const c = procCpuMs(d.pid);
+          const tables = mappedTablesMb(d.pid);
+          tablesMax = Math.max(tablesMax, tables);
           const w = scrapes.slice(scrapeMark);
           scrapeMark = scrapes.length;
           const m: Minute = {
             minute: s / 60,
             rss: Math.max(...rss.slice(-60)),
+            anon: Math.max(...anon.slice(-60)),
+            tables,
             cpu: (c.user + c.system - cpuMark.user - cpuMark.system) / 600,
             loopP99: Math.max(...w.map((x) => x.p99), 0),
             loopMax: Math.max(...w.map((x) => x.max), 0),
@@ -122,7 +147,7 @@ async function main(): Promise<void> {
           };
           cpuMark = c;
           minutes.push(m);
-          console.log(`${m.minute} min: RSS max ${m.rss.toFixed(0)} MB, CPU ${m.cpu.toFixed(1)} %, loop p99 ${m.loopP99.toFixed(0)} ms (max ${m.loopMax.toFixed(0)}), scrape ${m.scrape.toFixed(0)} ms, backlog ${m.backlog}`);
+          console.log(`${m.minute} min: RSS max ${m.rss.toFixed(0)} MB (anonymous ${m.anon.toFixed(0)}, LevelDB tables ${m.tables.toFixed(0)}), CPU ${m.cpu.toFixed(1)} %, loop p99 ${m.loopP99.toFixed(0)} ms (max ${m.loopMax.toFixed(0)}), scrape ${m.scrape.toFixed(0)} ms, backlog ${m.backlog}`);
         }
       }
       const t1 = Math.floor(Date.now() / 1000) * 1000;
@@ -191,6 +216,7 @@ async function main(): Promise<void> {
         rssFirst: rss[0] as number,
         rssFinal,
         anonMax,
+        tablesMax,
         cpu,
         cpuWorstMinute: Math.max(...minutes.map((m) => m.cpu)),
         scrapeMax: Math.max(...scrapes.map((x) => x.ms)),
@@ -219,17 +245,17 @@ Measured over ${seconds} s after ${WARMUP} s of polling${seconds < 1024 ? ' (sho
 | event-loop delay p99, worst / median ${SCRAPE} s window | ${r.loopP99Worst.toFixed(0)} ms / ${r.loopP99Median.toFixed(0)} ms | < 100 ms: ${verdict(r.loopP99Worst < 100)} |
 | event-loop delay, max | ${r.loopMax.toFixed(0)} ms | |
 | RSS of the server, first / max / final | ${r.rssFirst.toFixed(0)} / ${r.rssMax.toFixed(0)} / ${r.rssFinal.toFixed(0)} MB | < 200 MB: ${verdict(r.rssMax < 200)} |
-| of it anonymous (heaps), max; the rest file pages (node binary, LevelDB tables mapped) | ${r.anonMax.toFixed(0)} MB | |
+| of it anonymous (heaps), max; LevelDB's tables mapped, max (at the minutes); the rest the node binary | ${r.anonMax.toFixed(0)} MB; ${r.tablesMax.toFixed(0)} MB | |
 | CPU of the server, share of one core: window / worst minute | ${cpu.toFixed(1)} % / ${r.cpuWorstMinute.toFixed(1)} % | < 25 %: ${verdict(cpu < 25)} |
 | /metrics scrape, longest / median | ${(r.scrapeMax / 1000).toFixed(2)} s / ${r.scrapeMedian.toFixed(0)} ms | |
 | history backlog (samples waiting in memory), max; when read back | ${r.backlogMax.toLocaleString('en')}; ${backlogAtRead.toLocaleString('en')} | |
 | failed polls in the window | ${r.pollFailures} | 0 |
 
-By minute (RSS max, CPU, worst loop p99 and max, longest scrape, largest backlog):
+By minute (RSS max, its anonymous part max, LevelDB's tables mapped at the minute, CPU, worst loop p99 and max, longest scrape, largest backlog):
 
-| min | RSS MB | CPU % | loop p99 ms | loop max ms | scrape ms | backlog |
-|---:|---:|---:|---:|---:|---:|---:|
-${minutes.map((m) => `| ${m.minute} | ${m.rss.toFixed(0)} | ${m.cpu.toFixed(1)} | ${m.loopP99.toFixed(0)} | ${m.loopMax.toFixed(0)} | ${m.scrape.toFixed(0)} | ${m.backlog.toLocaleString('en')} |`).join('\n')}
+| min | RSS MB | anon MB | tables MB | CPU % | loop p99 ms | loop max ms | scrape ms | backlog |
+|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+${minutes.map((m) => `| ${m.minute} | ${m.rss.toFixed(0)} | ${m.anon.toFixed(0)} | ${m.tables.toFixed(0)} | ${m.cpu.toFixed(1)} | ${m.loopP99.toFixed(0)} | ${m.loopMax.toFixed(0)} | ${m.scrape.toFixed(0)} | ${m.backlog.toLocaleString('en')} |`).join('\n')}
 `;
       if (record) recordSection(LABEL === undefined ? 'soak' : `soak-${LABEL}`, md);
       else console.log(md);

@@ -416,7 +416,8 @@ export class PointState implements Part {
    * last polled is still true.
    */
   setPolled(connId: string, at: number, answered: boolean): void {
-    const rec = this.model.get(connId);
+    // The stored record (its tz): a read view would be built anew each time (its live tags change).
+    const rec = this.model.stored(connId);
     if (rec === undefined) return;
     const t = new HDateTime(at, pointZone(rec, UTC));
     this.model.setTransient(connId, answered ? { connLastPoll: t, connLastOk: t } : { connLastPoll: t });

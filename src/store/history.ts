@@ -979,9 +979,10 @@ export class HistoryStore implements Part {
         continue;
       }
       if (m === undefined) this.metas.set(id, this.metaFor(id, w.kind));
+      // A tail with pending samples is in `dirty` already (every path keeps durable < n => dirty).
+      if (t === undefined || t.durable >= t.n) this.dirty.add(id);
       (t ?? this.tailOf(id, w.kind)).append(w.ts, w.val, 0, n);
       this.tailSamples += n;
-      this.dirty.add(id);
       this.events.emit('his.written', id, w.kind, w, true);
     }
     if (slow !== undefined) await this.writeMany(slow, { flush: 'later' });
