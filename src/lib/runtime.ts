@@ -22,6 +22,11 @@
  *   so the next 16 MiB scrypt buffer (one per login, in libuv's worker threads) comes from a
  *   thread's arena and stays resident for the life of the process (+16 MiB per pool thread).
  *   A fixed threshold keeps every block of 1 MiB or more in its own mapping, given back on free.
+ * - `glibc.malloc.arena_max=2`: glibc gives each thread that allocates (libuv's pool, LevelDB's
+ *   compaction, V8's compile and GC threads) an arena of its own, up to 8 per core, each keeping
+ *   its freed memory; two arenas shared by all: -0.7 to -1.9 MiB idle on Node 24 (the demo the
+ *   same within noise), 5-7 MB less while polling 10,000 points, with the same CPU (bench/poll) and requests per CPU-second
+ *   (read by id, `read point and his`) within noise (docs/performance.md).
  * - `--no-maglev`: no mid-tier optimising compiler (Node 22 and 24; Node 20's V8 has it off
  *   already, so the flag changes nothing there). Its code in the `node` binary and its compile
  *   threads' memory stay resident once it has run, which every start does: -2.3 MiB idle on
@@ -33,7 +38,7 @@
 export const NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--heap-growing-percent=30', '--no-maglev'];
 
 /** glibc malloc tunables (GLIBC_TUNABLES); ignored by other C libraries. */
-export const MALLOC_TUNABLES: readonly string[] = ['glibc.malloc.mmap_threshold=1048576'];
+export const MALLOC_TUNABLES: readonly string[] = ['glibc.malloc.mmap_threshold=1048576', 'glibc.malloc.arena_max=2'];
 
 /** Set in the environment of the restarted process: it never restarts itself again. */
 export const RELAUNCHED_ENV = 'HAYLOFT_RELAUNCHED';

@@ -53,7 +53,7 @@ t.test('serve --demo from the release artifact on arm64 under qemu: starts, poll
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HAYLOFT_RELAUNCHED: '1',
-      GLIBC_TUNABLES: 'glibc.malloc.mmap_threshold=1048576',
+      GLIBC_TUNABLES: 'glibc.malloc.mmap_threshold=1048576:glibc.malloc.arena_max=2',
       HAYLOFT_DATA_DIR: dir,
       HAYLOFT_HOST: '127.0.0.1',
       HAYLOFT_PORT: '0',
