@@ -406,8 +406,9 @@ export class Model {
    * caller in the app; tests of watches use it as a driver would.
    */
   setTransient(id: string, tags: Record<string, HVal>): void {
-    if (!this.byId.has(id)) return;
+    // A record with live tags exists (a delete drops them): one lookup on the poll path.
     const had = this.transient.get(id);
+    if (had === undefined && !this.byId.has(id)) return;
     const cur = had ?? {};
     let removed = false;
     // Only tags whose value differs count as changed: a driver re-reading the same value, or

@@ -45,6 +45,8 @@ export interface Collecting {
   lastSlot: number;
   /** Value of the last sample (undefined: none yet). */
   lastVal: number | boolean | string | undefined;
+  /** Its samples waiting for the next write, when they are in the collector's current batch (HisCollector.offer). */
+  pend?: Pending;
 }
 
 /**
@@ -92,17 +94,25 @@ interface Held {
 }
 
 /** The samples of one point waiting for the next write: two columns, as the store takes them. */
-interface Pending {
+export interface Pending {
   readonly pointId: string;
   readonly kind: HisKind;
   readonly ts: number[];
   readonly val: HisValue[];
+  /** The batch it belongs to (HisCollector's generation): a point's entry of an earlier batch is not added to. */
+  readonly gen: number;
 }
 
 export class HisCollector {
   private readonly history: HistoryStore;
   private readonly log: Logger;
-  private pending = new Map<string, Pending>();
+  /**
+   * The batch being gathered: one entry per point (reached from its Collecting, no lookup per
+   * sample). A point whose collection changed while gathering (its record updated) may have two,
+   * in time order; the store takes them in turn.
+   */
+  private pending: Pending[] = [];
+  private gen = 0;
   private writing: Promise<void> | undefined;
   /**
    * The code of the error the last write failed with (HL_STORAGE_FULL below the free-space floor,
@@ -165,15 +175,18 @@ export class HisCollector {
         return;
       }
     }
-    let e = this.pending.get(c.id);
-    if (e === undefined || e.kind !== c.kind) this.pending.set(c.id, (e = { pointId: c.id, kind: c.kind, ts: [], val: [] }));
+    let e = c.pend;
+    if (e === undefined || e.gen !== this.gen) {
+      e = c.pend = { pointId: c.id, kind: c.kind, ts: [], val: [], gen: this.gen };
+      this.pending.push(e);
+    }
     e.ts.push(ts);
     e.val.push(val);
   }
 
   /** Drops the pending samples of a point that is gone (deleted, or no longer collecting). */
   forget(id: string): void {
-    this.pending.delete(id);
+    if (this.pending.some((e) => e.pointId === id)) this.pending = this.pending.filter((e) => e.pointId !== id);
     if (this.held.length > 0) this.held = this.held.filter((h) => h.id !== id);
     this.kindWarned.delete(id);
   }
@@ -181,7 +194,7 @@ export class HisCollector {
   /** Samples waiting to be written. */
   get backlog(): number {
     let n = 0;
-    for (const e of this.pending.values()) n += e.ts.length;
+    for (const e of this.pending) n += e.ts.length;
     return n;
   }
 
@@ -189,9 +202,10 @@ export class HisCollector {
   flush(): void {
     this.cycle = undefined;
     if (this.held.length > 0 && (this.trust as DatingTrust).trusted()) this.release();
-    if (this.writing !== undefined || this.pending.size === 0) return;
+    if (this.writing !== undefined || this.pending.length === 0) return;
     const batch = this.pending;
-    this.pending = new Map();
+    this.pending = [];
+    this.gen++;
     this.writing = this.write(batch).finally(() => {
       this.writing = undefined;
       this.flush();
@@ -218,23 +232,15 @@ export class HisCollector {
     const out = new Map<string, Pending>();
     for (const h of this.held) {
       let e = out.get(h.id);
-      if (e === undefined || e.kind !== h.kind) out.set(h.id, (e = { pointId: h.id, kind: h.kind, ts: [], val: [] }));
+      if (e === undefined || e.kind !== h.kind) out.set(h.id, (e = { pointId: h.id, kind: h.kind, ts: [], val: [], gen: this.gen }));
       // Whole milliseconds: the monotonic clock has fractions, history stores epoch ms.
       e.ts.push(Math.round(now - (mono - h.mono)));
       e.val.push(h.val);
     }
     this.log.info({ samples: this.held.length, points: out.size }, 'the clock is trusted: held history is written, re-dated by the monotonic clock');
     this.held = [];
-    // Older than anything pending: they go first.
-    for (const [id, e] of this.pending) {
-      const r = out.get(id);
-      if (r === undefined || r.kind !== e.kind) out.set(id, e);
-      else {
-        r.ts.push(...e.ts);
-        r.val.push(...e.val);
-      }
-    }
-    this.pending = out;
+    // Older than anything pending: they go first (a point may then have two entries, in time order).
+    this.pending = [...out.values(), ...this.pending];
   }
 
   /** Resolves when nothing is pending or being written. */
@@ -246,8 +252,7 @@ export class HisCollector {
     }
   }
 
-  private async write(batch: Map<string, Pending>): Promise<void> {
-    const writes: PolledWrite[] = [...batch.values()];
+  private async write(writes: readonly PolledWrite[]): Promise<void> {
     let other: readonly PolledWrite[];
     try {
       // Written by the next flush (historyFlushMs): a poll cycle costs no fsync of its own.
