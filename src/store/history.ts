@@ -929,8 +929,9 @@ export class HistoryStore implements Part {
   }
 
   /**
-   * Polled samples, from the history collector: each point at most once, its columns in
-   * ascending time order, values of its kind (what the collector offers). Written as
+   * Polled samples, from the history collector: each point's columns in ascending time order,
+   * values of its kind (what the collector offers); a point may come twice, in time order (its
+   * collection changed while a batch gathered, or samples held for the clock). Written as
    * writeMany(..., { flush: 'later' }) writes them, all or nothing; the samples of a point whose
    * stored history is of another kind are not written but returned, for the caller to say so.
    *
