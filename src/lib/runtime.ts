@@ -32,15 +32,10 @@
  *   threads' memory stay resident once it has run, which every start does: -2.3 MiB idle on
  *   Node 24. Hot code is still optimised by TurboFan: read by id and `read point and his` cost
  *   the same daemon CPU per request with and without it (docs/performance.md).
- * - `--single-threaded-gc`: V8 collects on the main thread only, without helper threads for
- *   scavenges, marking and sweeping. A gateway is a busy main thread on 2-4 small cores, where
- *   the helpers' hand-offs cost more than they share: 0.82 of the daemon's CPU polling 10,000
- *   points every second (bench/soak side by side), the same event-loop delay (collections are
- *   still incremental), and about 1 MiB less idle (docs/performance.md).
  */
 
 /** The V8 flags of the daemon. */
-export const NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--heap-growing-percent=30', '--no-maglev', '--single-threaded-gc'];
+export const NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--heap-growing-percent=30', '--no-maglev'];
 
 /** glibc malloc tunables (GLIBC_TUNABLES); ignored by other C libraries. */
 export const MALLOC_TUNABLES: readonly string[] = ['glibc.malloc.mmap_threshold=1048576', 'glibc.malloc.arena_max=2'];
