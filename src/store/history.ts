@@ -979,12 +979,7 @@ export class HistoryStore implements Part {
         (slow ??= []).push(w);
         continue;
       }
-      if (m === undefined) this.metas.set(id, this.metaFor(id, w.kind));
-      // A tail with pending samples is in `dirty` already (every path keeps durable < n => dirty).
-      if (t === undefined || t.durable >= t.n) this.dirty.add(id);
-      (t ?? this.tailOf(id, w.kind)).append(w.ts, w.val, 0, n);
-      this.tailSamples += n;
-      this.events.emit('his.written', id, w.kind, w, true);
+      this.append(id, w.kind, w, m, t);
     }
     if (slow !== undefined) await this.writeMany(slow, { flush: 'later' });
     else if (this.flushInterval === 0 || this.tailSamples > 2 * this.tailBudget) await this.flush();
@@ -1018,13 +1013,16 @@ export class HistoryStore implements Part {
     return this.state === 'started' && !this.dropping.has(id) && (cols.ts[0] as number) > edge;
   }
 
-  private append(id: string, kind: HisKind, cols: Cols): void {
-    const m = this.metaFor(id, kind);
-    if (!this.metas.has(id)) this.metas.set(id, m);
-    const t = this.tailOf(id, kind);
-    t.append(cols.ts, cols.val, 0, cols.ts.length);
+  /**
+   * Appends samples past the point's end to its tail (the kind checked by the caller); `m` and
+   * `t`, the point's state and tail, when the caller has looked them up already.
+   */
+  private append(id: string, kind: HisKind, cols: Cols, m = this.metas.get(id), t = this.tails.get(id)): void {
+    if (m === undefined) this.metas.set(id, this.metaFor(id, kind));
+    // A tail with pending samples is in `dirty` already (every path keeps durable < n => dirty).
+    if (t === undefined || t.durable >= t.n) this.dirty.add(id);
+    (t ?? this.tailOf(id, kind)).append(cols.ts, cols.val, 0, cols.ts.length);
     this.tailSamples += cols.ts.length;
-    this.dirty.add(id);
     this.events.emit('his.written', id, kind, cols, true);
   }
 
