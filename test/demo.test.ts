@@ -65,6 +65,7 @@ t.test('the demo site polls its simulated device: curVal changes, history grows'
   t.match(text, /hayloft_connector_read_failures_total\{connector="demoPlc"\} 0/, 'failures per connector');
   const secs = /hayloft_connector_read_seconds_total\{connector="demoPlc"\} ([\d.e-]+)/.exec(text);
   t.ok(secs !== null && Number(secs[1]) > 0, 'read time per connector');
+  t.match(text, /^hayloft_connectors\{connStatus="ok"\} 1$/m, 'connectors by connStatus: the one polled is ok');
   // A second --demo start keeps the site and points the connector at the new port.
   const again = await DemoDevice.start(systemClock);
   t.teardown(() => again.stop());

@@ -315,9 +315,11 @@ export class Poller implements Part {
     metrics.gauge('hayloft_history_held_samples', 'Collected history samples held in memory while the clock cannot be trusted (docs/clock.md)', [], () => this.collector.heldCount);
     metrics.counter('hayloft_history_held_dropped_total', 'Held history samples dropped (oldest first) because the clock stayed untrusted past the hold limit', () => this.collector.heldDropped);
     metrics.gauge('hayloft_connectors', 'Connectors by connStatus', ['connStatus'], () => {
+      // From the connectors' live tags: a filter on connStatus (a live tag, not in the tag index)
+      // would make a read view of every record in the model on each scrape.
       const by = new Map<string, number>();
-      for (const c of this.model.query('connStatus')) {
-        const s = c.get('connStatus');
+      for (const id of this.conns.keys()) {
+        const s = this.model.liveTags(id)?.connStatus;
         if (typeof s === 'string') by.set(s, (by.get(s) ?? 0) + 1);
       }
       return [...by].map(([connStatus, value]) => ({ labels: { connStatus }, value }));

@@ -194,6 +194,14 @@ interface Meta {
   sealedEnd: number;
   /** False until a batch has written this entry (a point created by a write not yet flushed). */
   persisted: boolean;
+  /**
+   * In memory only: the last chunk's first timestamp (its key) and sample count, as the last
+   * seal wrote them (NaN: not known). A seal that fills a partial last chunk reads it by its key
+   * (checked against `end`) instead of searching every level backwards for it, and does not read
+   * it at all when it is full enough: reverse searches made every table's pages resident.
+   */
+  lastFirst: number;
+  lastCount: number;
 }
 
 const KIND_CODE: Record<HisKind, number> = { Number: 1, Bool: 2, Str: 3 };
@@ -233,7 +241,7 @@ function decodeMeta(b: Uint8Array, id: string): Meta | MetaV1 {
   const dv = new DataView(b.buffer, b.byteOffset, b.length);
   const common = { kind, size: dv.getFloat64(2), start: dv.getFloat64(10), end: dv.getFloat64(18), sealedEnd: dv.getFloat64(26) };
   if (b[0] === 1) return { v1: true, ...common, tailCount: dv.getFloat64(34) };
-  return { ...common, ref: dv.getFloat64(34), persisted: true };
+  return { ...common, ref: dv.getFloat64(34), persisted: true, lastFirst: Number.NaN, lastCount: 0 };
 }
 
 function journalKey(seq: number): Uint8Array {
@@ -751,7 +759,7 @@ export class HistoryStore implements Part {
     for (const [id, v1] of old) {
       const keys = new PointKeys(id);
       const batch = this.store.db.batch();
-      const m: Meta = { kind: v1.kind, ref: ref++, size: v1.size, start: v1.start, end: v1.end, sealedEnd: v1.sealedEnd, persisted: true };
+      const m: Meta = { kind: v1.kind, ref: ref++, size: v1.size, start: v1.start, end: v1.end, sealedEnd: v1.sealedEnd, persisted: true, lastFirst: Number.NaN, lastCount: 0 };
       if (v1.tailCount > 0) {
         const ts: number[] = [];
         const val: HisValue[] = [];
@@ -842,7 +850,7 @@ export class HistoryStore implements Part {
       if (old.kind !== kind) throw new HayloftError(ErrorCodes.HIS_KIND, `point ${id} has ${old.kind} history; cannot write ${kind} samples (delete its history first)`);
       return old;
     }
-    return { kind, ref: this.nextRef++, size: 0, start: Infinity, end: -Infinity, sealedEnd: -Infinity, persisted: false };
+    return { kind, ref: this.nextRef++, size: 0, start: Infinity, end: -Infinity, sealedEnd: -Infinity, persisted: false, lastFirst: Number.NaN, lastCount: 0 };
   }
 
   /** The last timestamp the point holds, sealed or not. */
@@ -1090,6 +1098,7 @@ export class HistoryStore implements Part {
     let sealedChange = !m.persisted;
     if (split > 0) {
       const a = await this.mergeIntoChunks(batch, keys, kind, cols, 0, split);
+      m.lastFirst = Number.NaN;
       added += a;
       m.size += a;
       m.start = Math.min(m.start, cols.ts[0] as number);
@@ -1129,10 +1138,11 @@ export class HistoryStore implements Part {
     const oldTs: number[] = [];
     const oldVal: HisValue[] = [];
     if (reopen && m.size > 0) {
-      const [last] = await this.his.values({ gte: keys.chunk(-Infinity), lt: keys.chunk(Infinity), reverse: true, limit: 1 }).all();
       const tn = (t?.n ?? 0) + (to - from);
       // Only a partial chunk, and one small enough that rewriting it costs little.
-      if (last !== undefined && chunkCount(last) < (tn < this.chunkSize / 4 ? this.chunkSize / 2 : this.chunkSize)) {
+      const limit = tn < this.chunkSize / 4 ? this.chunkSize / 2 : this.chunkSize;
+      const last = !Number.isNaN(m.lastFirst) && m.lastCount >= limit ? undefined : await this.lastChunk(keys, m);
+      if (last !== undefined && chunkCount(last) < limit) {
         const open = decodeWhole(kind, last);
         for (let i = 0; i < open.n; i++) {
           oldTs.push(open.ts[i] as number);
@@ -1153,11 +1163,24 @@ export class HistoryStore implements Part {
     for (let a = 0; a < total; a += this.chunkSize) {
       batch.put(keys.chunk(all.ts[a] as number), encodeChunk(kind, all.ts, all.val, a, Math.min(a + this.chunkSize, total)), { sublevel: this.his });
     }
+    const lastA = Math.floor((total - 1) / this.chunkSize) * this.chunkSize;
+    m.lastFirst = all.ts[lastA] as number;
+    m.lastCount = total - lastA;
     m.size += total - reopened;
     m.start = Math.min(m.start, all.ts[0] as number);
     m.end = Math.max(m.end, all.ts[total - 1] as number);
     m.sealedEnd = Math.max(m.sealedEnd, all.ts[total - 1] as number);
     return { added: total - oldTs.length };
+  }
+
+  /** The point's last chunk: by its key when the metadata knows it (and it still ends at `end`), else the last by a backward search. */
+  private async lastChunk(keys: PointKeys, m: Meta): Promise<Uint8Array | undefined> {
+    if (!Number.isNaN(m.lastFirst)) {
+      const c = await this.his.get(keys.chunk(m.lastFirst));
+      if (c !== undefined && chunkLast(c) === m.end) return c;
+    }
+    const [last] = await this.his.values({ gte: keys.chunk(-Infinity), lt: keys.chunk(Infinity), reverse: true, limit: 1 }).all();
+    return last;
   }
 
   /** Removes the first `count` samples of a sealed tail (its journal entries were released by the caller's batch). */
@@ -1449,7 +1472,7 @@ export class HistoryStore implements Part {
     const t = this.tails.get(pointId);
     const st = this.stats(pointId);
     if (!(start < end) || m0 === undefined || st.end === undefined || st.start === undefined || st.end < start || st.start >= end) return 0;
-    const m = { ...m0 };
+    const m = { ...m0, lastFirst: Number.NaN };
     const keys = new PointKeys(pointId);
     let removed = 0;
     // The chunks.

@@ -157,6 +157,74 @@ t.test('a slow point is sealed once its journal is old; small seals fill one par
   await close(x);
 });
 
+t.test('a seal reads the partial last chunk by its key, searches only when that is not known, and skips a full one', async (t) => {
+  let now = 0;
+  const dir = tempDir(t);
+  const o = { chunkSize: 64, journalAge: 1000, monotonic: () => now };
+  let x = await open(dir, o);
+  // Count the store's reads of chunks: backward searches and reads by key.
+  const reads = { search: 0, get: 0 };
+  const spy = (s: Store): void => {
+    const his = s.his;
+    const values = his.values.bind(his);
+    const get = his.get.bind(his);
+    his.values = ((opts: { reverse?: boolean }) => {
+      if (opts.reverse === true) reads.search++;
+      return values(opts as never);
+    }) as typeof his.values;
+    his.get = ((k: Uint8Array) => {
+      if (k[0] === C) reads.get++;
+      return get(k);
+    }) as typeof his.get;
+  };
+  spy(x.store);
+  const seal = async (tss: number[]): Promise<void> => {
+    await x.his.write('p', 'Number', tss.map((ts) => ({ ts, val: ts })), { flush: 'later' });
+    await x.his.flush();
+    now += 2000;
+    await x.his.flush();
+  };
+  await seal([10, 20, 30]);
+  reads.search = reads.get = 0;
+  await seal([40, 50]);
+  t.same(reads, { search: 0, get: 1 }, 'the second seal read the chunk it knew the key of');
+  t.equal(await keysOf(x.store, C), 1, 'and filled it');
+
+  // A hisWrite into the sealed chunk changes it: the next seal does not trust what it knew.
+  await x.his.write('p', 'Number', [{ ts: 25, val: 25 }]);
+  reads.search = reads.get = 0;
+  await seal([60, 70]);
+  t.same(reads, { search: 1, get: 0 }, 'after a write into the chunks: a backward search');
+  t.equal(await keysOf(x.store, C), 1);
+
+  // So does a delete of its newest samples.
+  await x.his.delete('p', 70, 80);
+  reads.search = reads.get = 0;
+  await seal([80]);
+  t.same(reads, { search: 1, get: 0 }, 'after a delete: a backward search');
+  t.same(await readAll(x.his, 'p'), ['10=10', '20=20', '25=25', '30=30', '40=40', '50=50', '60=60', '80=80']);
+
+  // A small seal after a last chunk of more than half a chunk starts a new one without reading it.
+  await seal(Array.from({ length: 40 }, (_, i) => 100 + 10 * i));
+  reads.search = reads.get = 0;
+  await seal([500]);
+  t.same(reads, { search: 0, get: 0 }, 'a last chunk full enough is not read');
+  t.equal(await keysOf(x.store, C), 3, 'a new chunk');
+
+  // After a restart nothing is known: the first seal searches, the next reads by key.
+  x = await crash(x, dir, o);
+  spy(x.store);
+  reads.search = reads.get = 0;
+  await seal([510]);
+  await seal([520]);
+  t.same(reads, { search: 1, get: 1 }, 'after a restart: one search, then by key');
+  const want = ['10=10', '20=20', '25=25', '30=30', '40=40', '50=50', '60=60', '80=80', ...Array.from({ length: 40 }, (_, i) => `${100 + 10 * i}=${100 + 10 * i}`), '500=500', '510=510', '520=520'];
+  t.same(await readAll(x.his, 'p'), want);
+  x = await crash(x, dir, o);
+  t.same(await readAll(x.his, 'p'), want, 'all of it after a power cut');
+  await close(x);
+});
+
 t.test('hisWrite into a tail with pending polled samples: both durable, the later write wins', async (t) => {
   const dir = tempDir(t);
   let x = await open(dir);
