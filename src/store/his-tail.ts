@@ -11,6 +11,39 @@ import type { HisKind, HisValue } from './his-codec.js';
 
 const MIN_CAPACITY = 8;
 
+/**
+ * Journal entry numbers, in the order they were added, kept as runs of consecutive numbers
+ * (first, count): a tail journaled by every flush round holds one run, not a number per round.
+ */
+export class SeqRuns {
+  private runs: number[] = [];
+
+  /** The number added last (undefined: none). */
+  get last(): number | undefined {
+    const r = this.runs;
+    return r.length === 0 ? undefined : (r[r.length - 2] as number) + (r[r.length - 1] as number) - 1;
+  }
+
+  push(seq: number): void {
+    const r = this.runs;
+    if (r.length > 0 && (r[r.length - 2] as number) + (r[r.length - 1] as number) === seq) r[r.length - 1] = (r[r.length - 1] as number) + 1;
+    else r.push(seq, 1);
+  }
+
+  clear(): void {
+    this.runs = [];
+  }
+
+  *[Symbol.iterator](): Iterator<number> {
+    const r = this.runs;
+    for (let i = 0; i < r.length; i += 2) {
+      const first = r[i] as number;
+      const end = first + (r[i + 1] as number);
+      for (let s = first; s < end; s++) yield s;
+    }
+  }
+}
+
 export class Tail {
   readonly kind: HisKind;
   ts: Float64Array;
@@ -19,8 +52,8 @@ export class Tail {
   n = 0;
   /** Samples [0, durable) are in a committed journal entry; [durable, n) are pending. */
   durable = 0;
-  /** Journal entries holding this tail's durable samples (ascending). */
-  seqs: number[] = [];
+  /** Journal entries holding this tail's durable samples. */
+  readonly seqs = new SeqRuns();
   /** Monotonic ms when the oldest durable sample was journaled (for the journal's age bound); NaN when none. */
   since = Number.NaN;
   /** Bumped whenever samples move (a merge, a shift, a cut): indices taken before are stale. */
@@ -31,8 +64,30 @@ export class Tail {
   constructor(kind: HisKind, threshold: number) {
     this.kind = kind;
     this.threshold = threshold;
-    this.ts = new Float64Array(MIN_CAPACITY);
-    this.val = kind === 'Number' ? new Float64Array(MIN_CAPACITY) : new Array<HisValue>();
+    this.ts = new Float64Array(0);
+    this.val = kind === 'Number' ? this.ts : new Array<HisValue>();
+    this.alloc(MIN_CAPACITY);
+  }
+
+  /**
+   * New columns of `cap` samples, the first `n` copied. A Number tail's two columns share one
+   * buffer: one allocation and one ArrayBuffer per point, not two.
+   */
+  private alloc(cap: number): void {
+    const n = this.n;
+    if (this.val instanceof Float64Array) {
+      const buf = new ArrayBuffer(cap * 16);
+      const ts = new Float64Array(buf, 0, cap);
+      const val = new Float64Array(buf, cap * 8, cap);
+      ts.set(this.ts.subarray(0, n));
+      val.set(this.val.subarray(0, n));
+      this.ts = ts;
+      this.val = val;
+    } else {
+      const ts = new Float64Array(cap);
+      ts.set(this.ts.subarray(0, n));
+      this.ts = ts;
+    }
   }
 
   get last(): number {
@@ -43,18 +98,15 @@ export class Tail {
     return this.n === 0 ? Infinity : (this.ts[0] as number);
   }
 
+  /**
+   * Room for `need` samples. Growing by half (not doubling) leaves less unused: at 10,000 points
+   * the tails are most of the daemon's memory, each between empty and its seal.
+   */
   private grow(need: number): void {
     if (need <= this.ts.length) return;
-    let cap = this.ts.length * 2;
-    while (cap < need) cap *= 2;
-    const ts = new Float64Array(cap);
-    ts.set(this.ts.subarray(0, this.n));
-    this.ts = ts;
-    if (this.val instanceof Float64Array) {
-      const v = new Float64Array(cap);
-      v.set(this.val.subarray(0, this.n));
-      this.val = v;
-    }
+    let cap = this.ts.length;
+    while (cap < need) cap = (cap + (cap >> 1) + 3) & ~3;
+    this.alloc(cap);
   }
 
   /** Appends samples [from, to) of sorted columns whose first timestamp is past `last`. */
@@ -139,10 +191,7 @@ export class Tail {
   }
 
   private shrink(): void {
-    let cap = MIN_CAPACITY;
-    while (cap < this.n * 2) cap *= 2;
-    this.ts = this.ts.slice(0, cap);
-    if (this.val instanceof Float64Array) this.val = this.val.slice(0, cap);
+    this.alloc(Math.max(MIN_CAPACITY, (this.n * 2 + 3) & ~3));
   }
 
   /** First index whose timestamp is >= x (> x when `strict`). */

@@ -525,7 +525,7 @@ class Releases {
   readonly freed = new Set<number>();
   constructor(private readonly journal: Map<number, number>) {}
 
-  add(seqs: readonly number[]): void {
+  add(seqs: Iterable<number>): void {
     for (const s of seqs) {
       const d = (this.dec.get(s) ?? 0) + 1;
       this.dec.set(s, d);
@@ -722,7 +722,7 @@ export class HistoryStore implements Part {
           const t = this.tailOf(id, kind);
           this.tailSamples += t.merge(ts, val, from, ts.length);
           t.durable = t.n;
-          if (t.seqs[t.seqs.length - 1] !== seq) {
+          if (t.seqs.last !== seq) {
             t.seqs.push(seq);
             used++;
           }
@@ -1185,7 +1185,7 @@ export class HistoryStore implements Part {
 
   /** Removes the first `count` samples of a sealed tail (its journal entries were released by the caller's batch). */
   private dropTail(id: string, t: Tail, count: number): void {
-    t.seqs = [];
+    t.seqs.clear();
     t.since = Number.NaN;
     // Sealed once: its next seal comes at the full chunk size (the jitter only spreads the first).
     t.threshold = this.chunkSize;
