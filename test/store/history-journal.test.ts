@@ -175,7 +175,7 @@ t.test('a seal reads the partial last chunk by its key, searches only when that 
     his.get = ((k: Uint8Array) => {
       if (k[0] === C) reads.get++;
       return get(k);
-    }) as typeof his.get;
+    });
   };
   spy(x.store);
   const seal = async (tss: number[]): Promise<void> => {
