@@ -540,11 +540,14 @@ export class PointState implements Part {
     const s = this.history.stats(id);
     const tz = pointZone(rec, REL);
     const some = s.size > 0;
-    const tags: Record<string, HVal> = {
-      hisSize: some ? new HNumber(s.size) : null,
-      hisStart: some && s.start !== undefined ? new HDateTime(s.start, tz) : null,
-      hisEnd: some && s.end !== undefined ? new HDateTime(s.end, tz) : null,
-    };
+    // Only what changed (hisStart seldom does): the poll path refreshes every point's tags.
+    const live = this.model.liveTags(id);
+    const tags: Record<string, HVal> = {};
+    if (!sameNumber(live?.hisSize, some ? s.size : undefined)) tags.hisSize = some ? new HNumber(s.size) : null;
+    const start = some ? s.start : undefined;
+    if (!sameTime(live?.hisStart, start, tz)) tags.hisStart = start !== undefined ? new HDateTime(start, tz) : null;
+    const end = some ? s.end : undefined;
+    if (!sameTime(live?.hisEnd, end, tz)) tags.hisEnd = end !== undefined ? new HDateTime(end, tz) : null;
     if (newest !== undefined && this.takesCurFromHistory(rec)) {
       tags.curVal = pointValue(newest.kind, pointUnit(rec), newest.val);
       tags.curStatus = 'ok';
@@ -595,4 +598,14 @@ export class PointState implements Part {
       return [...by].map(([curStatus, value]) => ({ labels: { curStatus }, value }));
     });
   }
+}
+
+/** Whether a live tag shows the unitless number `n` (undefined: absent). */
+function sameNumber(v: HVal | undefined, n: number | undefined): boolean {
+  return n === undefined ? v === undefined : v instanceof HNumber && v.val === n && v.unit === null;
+}
+
+/** Whether a live tag shows the instant `ms` in `tz` (undefined: absent). */
+function sameTime(v: HVal | undefined, ms: number | undefined, tz: TimeZone): boolean {
+  return ms === undefined ? v === undefined : v instanceof HDateTime && v.epochMs === Math.trunc(ms) && v.tz === tz;
 }

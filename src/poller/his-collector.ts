@@ -175,10 +175,12 @@ export class HisCollector {
         return;
       }
     }
-    let e = c.pend;
+    const e = c.pend;
     if (e === undefined || e.gen !== this.gen) {
-      e = c.pend = { pointId: c.id, kind: c.kind, ts: [], val: [], gen: this.gen };
-      this.pending.push(e);
+      // Arrays of the one sample a cycle usually brings: `[]` then a push would allocate room
+      // for 17 (about 400 bytes a sample at 10,000 points, most of the collector's garbage).
+      this.pending.push((c.pend = { pointId: c.id, kind: c.kind, ts: [ts], val: [val], gen: this.gen }));
+      return;
     }
     e.ts.push(ts);
     e.val.push(val);

@@ -439,6 +439,13 @@ function lowerBound(ts: ArrayLike<number>, x: number, from: number, to: number, 
   return lo;
 }
 
+/** Copies samples [0, n) of columns into `ts` and `val` from index `at`. */
+function copyInto(ts: Float64Array, val: Float64Array | HisValue[], at: number, fromTs: Float64Array, fromVal: ArrayLike<HisValue>, n: number): void {
+  ts.set(fromTs.subarray(0, n), at);
+  if (val instanceof Float64Array && fromVal instanceof Float64Array) val.set(fromVal.subarray(0, n), at);
+  else for (let i = 0; i < n; i++) val[at + i] = fromVal[i] as HisValue;
+}
+
 function decodeWhole(kind: HisKind, buf: Uint8Array): { ts: Float64Array; val: Float64Array | boolean[] | string[]; n: number } {
   const n = chunkCount(buf);
   const ts = new Float64Array(n);
@@ -1135,28 +1142,21 @@ export class HistoryStore implements Part {
    */
   private async sealInto(batch: HisBatch, keys: PointKeys, m: Meta, t: Tail | undefined, cols: Cols | null, from: number, to: number, reopen: boolean): Promise<{ added: number }> {
     const kind = m.kind;
-    const oldTs: number[] = [];
-    const oldVal: HisValue[] = [];
+    let open: { ts: Float64Array; val: Float64Array | boolean[] | string[]; n: number } | undefined;
     if (reopen && m.size > 0) {
       const tn = (t?.n ?? 0) + (to - from);
       // Only a partial chunk, and one small enough that rewriting it costs little.
       const limit = tn < this.chunkSize / 4 ? this.chunkSize / 2 : this.chunkSize;
       const last = !Number.isNaN(m.lastFirst) && m.lastCount >= limit ? undefined : await this.lastChunk(keys, m);
-      if (last !== undefined && chunkCount(last) < limit) {
-        const open = decodeWhole(kind, last);
-        for (let i = 0; i < open.n; i++) {
-          oldTs.push(open.ts[i] as number);
-          oldVal.push(open.val[i] as HisValue);
-        }
-      }
+      if (last !== undefined && chunkCount(last) < limit) open = decodeWhole(kind, last);
     }
-    const reopened = oldTs.length;
-    if (t !== undefined) {
-      for (let i = 0; i < t.n; i++) {
-        oldTs.push(t.ts[i] as number);
-        oldVal.push(t.val[i] as HisValue);
-      }
-    }
+    // The reopened chunk, then the tail (all after it), in columns of their size.
+    const reopened = open?.n ?? 0;
+    const tn = t?.n ?? 0;
+    const oldTs = new Float64Array(reopened + tn);
+    const oldVal = newValueColumn(kind, reopened + tn);
+    if (open !== undefined) copyInto(oldTs, oldVal, 0, open.ts, open.val, reopened);
+    if (t !== undefined) copyInto(oldTs, oldVal, reopened, t.ts, t.val, tn);
     const all = cols === null ? { ts: oldTs, val: oldVal } : merge(oldTs, oldVal, oldTs.length, cols.ts, cols.val, from, to);
     const total = all.ts.length;
     // A reopened chunk keeps its key (its first sample is still the first): the put replaces it.
