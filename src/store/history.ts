@@ -1331,8 +1331,11 @@ export class HistoryStore implements Part {
           if (t === undefined || old === undefined || t.n === 0) continue;
           const m = { ...old };
           const keys = new PointKeys(id);
-          // A small tail (sealed for its age) fills a partial last chunk rather than starting one.
-          await this.sealInto(batch, keys, m, t, null, 0, 0, t.n < this.chunkSize / 4);
+          // A small tail (a slow point's, sealed for its age) fills the partial last chunk, read
+          // back and rewritten. Any other is a chunk of its own: at 10,000 points the budget seals
+          // tails of about 180 samples, and reading each point's last chunk back mapped every
+          // table holding one into memory (in LevelDB's key order, soon every table).
+          await this.sealInto(batch, keys, m, t, null, 0, 0, t.n < this.chunkSize / 16);
           batch.put(keys.meta, encodeMeta(m), { sublevel: this.his });
           round.sealed.set(id, { count: t.n, meta: m });
           pending += t.n - t.durable;

@@ -157,7 +157,7 @@ t.test('a slow point is sealed once its journal is old; small seals fill one par
   await close(x);
 });
 
-t.test('a seal reads the partial last chunk by its key, searches only when that is not known, and skips a full one', async (t) => {
+t.test('a small seal reads the partial last chunk by its key, searches only when that is not known, skips a full one; a bigger tail is a chunk of its own', async (t) => {
   let now = 0;
   const dir = tempDir(t);
   const o = { chunkSize: 64, journalAge: 1000, monotonic: () => now };
@@ -204,12 +204,19 @@ t.test('a seal reads the partial last chunk by its key, searches only when that 
   t.same(reads, { search: 1, get: 0 }, 'after a delete: a backward search');
   t.same(await readAll(x.his, 'p'), ['10=10', '20=20', '25=25', '30=30', '40=40', '50=50', '60=60', '80=80']);
 
+  // A tail of a sixteenth of a chunk or more (what the tail budget seals at 10,000 points) is a
+  // chunk of its own: nothing is read.
+  reads.search = reads.get = 0;
+  await seal(Array.from({ length: 10 }, (_, i) => 100 + i));
+  t.same(reads, { search: 0, get: 0 }, 'a bigger tail is not put into the last chunk');
+  t.equal(await keysOf(x.store, C), 2, 'it is a chunk of its own');
+
   // A small seal after a last chunk of more than half a chunk starts a new one without reading it.
-  await seal(Array.from({ length: 40 }, (_, i) => 100 + 10 * i));
+  await seal(Array.from({ length: 40 }, (_, i) => 200 + i));
   reads.search = reads.get = 0;
   await seal([500]);
   t.same(reads, { search: 0, get: 0 }, 'a last chunk full enough is not read');
-  t.equal(await keysOf(x.store, C), 3, 'a new chunk');
+  t.equal(await keysOf(x.store, C), 4, 'a new chunk');
 
   // After a restart nothing is known: the first seal searches, the next reads by key.
   x = await crash(x, dir, o);
@@ -218,7 +225,7 @@ t.test('a seal reads the partial last chunk by its key, searches only when that 
   await seal([510]);
   await seal([520]);
   t.same(reads, { search: 1, get: 1 }, 'after a restart: one search, then by key');
-  const want = ['10=10', '20=20', '25=25', '30=30', '40=40', '50=50', '60=60', '80=80', ...Array.from({ length: 40 }, (_, i) => `${100 + 10 * i}=${100 + 10 * i}`), '500=500', '510=510', '520=520'];
+  const want = ['10=10', '20=20', '25=25', '30=30', '40=40', '50=50', '60=60', '80=80', ...Array.from({ length: 10 }, (_, i) => `${100 + i}=${100 + i}`), ...Array.from({ length: 40 }, (_, i) => `${200 + i}=${200 + i}`), '500=500', '510=510', '520=520'];
   t.same(await readAll(x.his, 'p'), want);
   x = await crash(x, dir, o);
   t.same(await readAll(x.his, 'p'), want, 'all of it after a power cut');
