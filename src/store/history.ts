@@ -198,7 +198,7 @@ interface Meta {
    * In memory only: the last chunk's first timestamp (its key) and sample count, as the last
    * seal wrote them (NaN: not known). A seal that fills a partial last chunk reads it by its key
    * (checked against `end`) instead of searching every level backwards for it, and does not read
-   * it at all when it is full enough: reverse searches made every table's pages resident.
+   * it at all when it is full enough (each read maps pages of the table holding the chunk).
    */
   lastFirst: number;
   lastCount: number;
