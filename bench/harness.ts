@@ -120,7 +120,7 @@ export interface DaemonOptions {
  */
 export async function startDaemon(args: string[] = [], extraEnv: Record<string, string> = {}, opts: DaemonOptions = {}): Promise<Daemon> {
   // The command as installed (bin/hayloft, copied by scripts/bench.mjs): it execs this Node on
-  // dist-bench/dist/cli.js (a link to dist-bench/src) with the daemon's runtime settings.
+  // dist-bench/dist/cli.js (the bundle of src/, as `npm run build` makes it) with the daemon's runtime settings.
   const bin = new URL('../bin/hayloft', import.meta.url).pathname;
   const dir = opts.dir ?? mkdtempSync(path.join(os.tmpdir(), 'hayloft-bench-'));
   const env: NodeJS.ProcessEnv = {

@@ -5,7 +5,7 @@
  *   npm run bench -- learn [--objects N] [--rounds N] [--no-record]
  *
  * The daemon is `hayloft serve` as a user starts it (harness.ts startDaemon: its bin,
- * dist-bench/src/cli.js, in its own process, its own runtime settings), with its BACnet socket
+ * dist-bench/dist/cli.js, the bundle, in its own process, its own runtime settings), with its BACnet socket
  * on 127.0.0.3; the devices are the test simulator (test/helpers/bacnet-device.ts)
  * in another child process (this file with --simulate) on 127.0.0.4/.5; this process is the
  * HTTP client. One learn is the whole path a technician takes: `learn` (the object list) then

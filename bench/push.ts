@@ -5,7 +5,7 @@
  *
  *   npm run bench -- push [--seconds N] [--warmup N] [--points N] [--sockets N] [--no-record]
  *
- * The daemon is its own process, started by its bin (`dist-bench/src/cli.js serve`, with the
+ * The daemon is its own process, started by its bin (`hayloft serve` on the bundle dist-bench/dist/cli.js, with the
  * package's Node flags). This process is the rest: 10 simulated Modbus TCP devices
  * (bench/modbus-sim) whose registers change every second, and the socket.io clients (current
  * socket.io-client, websocket). Devices and clients share this process's clock, so the latency of

@@ -7,7 +7,7 @@
  *
  *   npm run bench -- trend [--rounds N] [--no-record]
  *
- * The daemon is its own process, started by its bin (`dist-bench/src/cli.js serve`); this process
+ * The daemon is its own process, started by its bin (`hayloft serve` on the bundle dist-bench/dist/cli.js); this process
  * is the client (fetch, reading the whole answer). Rounds are interleaved, medians reported.
  */
 import { hasFlag, loginDaemon, machineLine, median, numberArg, recordSection, startDaemon, stopDaemon } from './harness.js';

@@ -2,8 +2,7 @@
  * The composition root: builds every part from the Config, starts them in order (store, model,
  * auth, history, watches, poller, HTTP) and stops them in reverse. Nothing else constructs long-lived parts.
  */
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { AuthService, type Bootstrap } from './auth/auth.js';
 import { type ApiServer, createApiServer } from './api/server.js';
 import { type TlsFiles, tlsFiles, watchTls } from './api/tls.js';
@@ -58,36 +57,14 @@ import { defaultAlarmTopic, mqttDelivery } from './alarm/mqtt-notify.js';
 import { Notifier } from './alarm/notifier.js';
 import { Scheduler } from './schedule/scheduler.js';
 import { installPrefix, stateFile as updateStateFile } from './lib/update.js';
+import { packageRoot, productVersion } from './lib/package-dir.js';
 import { UpdateStatus } from './lib/update-status.js';
 
-let pkgDir: { dir: URL; version: string } | undefined;
-
-/** The folder of Hayloft's package.json, the nearest above this file (src/, dist/ or a bench build), and its version. */
-function packageDir(): { dir: URL; version: string } {
-  if (pkgDir !== undefined) return pkgDir;
-  for (let dir = new URL('.', import.meta.url); ; dir = new URL('..', dir)) {
-    try {
-      const pkg = JSON.parse(readFileSync(new URL('package.json', dir), 'utf8')) as { name?: string; version?: string };
-      if (pkg.name === 'hayloft') return (pkgDir = { dir, version: pkg.version ?? '0.0.0' });
-    } catch {
-      // not here: look one folder up
-    }
-    if (dir.pathname === '/') return (pkgDir = { dir: new URL('.', import.meta.url), version: '0.0.0' });
-  }
-}
-
-/** The folder of the running release (its package.json): `<prefix>/releases/<version>` in an install. */
-export function packageRoot(): string {
-  return fileURLToPath(packageDir().dir);
-}
-
-export function productVersion(): string {
-  return packageDir().version;
-}
+export { packageRoot, productVersion } from './lib/package-dir.js';
 
 /** Where `npm run build` puts the console (web/ built into dist/web), whether the server runs from src/ or dist/. */
 export function consoleDir(): string {
-  return fileURLToPath(new URL('dist/web/', packageDir().dir));
+  return join(packageRoot(), 'dist', 'web') + '/';
 }
 
 /** First-run credentials from the environment (HAYLOFT_ADMIN_USER, ...); ignored on later starts. */

@@ -23,9 +23,10 @@
  * `stepped` is shown for an hour after a step, with the clock trusted.
  */
 import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Clock } from './clock.js';
+import { packageRoot } from './package-dir.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import type { Part, PartHealth } from './part.js';
@@ -88,9 +89,8 @@ export interface ClockState {
  * build the build time: either is a time the clock has certainly passed.
  */
 export function buildFloor(): number {
-  const here = fileURLToPath(import.meta.url);
   let floor = 0;
-  for (const f of [here, join(dirname(here), '..', '..', 'package.json')]) {
+  for (const f of [fileURLToPath(import.meta.url), join(packageRoot(), 'package.json')]) {
     try {
       floor = Math.max(floor, statSync(f).mtimeMs);
     } catch {

@@ -32,6 +32,13 @@
  *   threads' memory stay resident once it has run, which every start does: -2.3 MiB idle on
  *   Node 24. Hot code is still optimised by TurboFan: read by id and `read point and his` cost
  *   the same daemon CPU per request with and without it (docs/performance.md).
+ * - `--invocation-count-for-turbofan=10000` (Node 22 and 24; Node 20's V8 has no such counter):
+ *   TurboFan optimises a function after 10,000 invocations' worth of its code, not 3,000. A start
+ *   runs Node's module resolution (its path functions loop over every path) past 3,000, and the
+ *   first optimisation pages in TurboFan's own code, about 6 MiB of the `node` binary, resident
+ *   from then on in a gateway that only idles: idle 69-70 -> 63-64 MiB on Node 24 (with the
+ *   bundle, scripts/build-server.mjs). Code that runs hot (polling, requests) is still optimised,
+ *   a little later (docs/performance.md, "One bundle").
  */
 
 /** The V8 flags of the daemon. */
@@ -39,6 +46,17 @@ export const NODE_FLAGS: readonly string[] = ['--max-semi-space-size=4', '--heap
 
 /** glibc malloc tunables (GLIBC_TUNABLES); ignored by other C libraries. */
 export const MALLOC_TUNABLES: readonly string[] = ['glibc.malloc.mmap_threshold=1048576', 'glibc.malloc.arena_max=2'];
+
+/**
+ * V8 flags of the daemon on Node 22 and later only: Node 20's V8 has no such setting and refuses
+ * to start with it (bin/hayloft asks `node --version`).
+ */
+export const LATER_NODE_FLAGS: readonly string[] = ['--invocation-count-for-turbofan=10000'];
+
+/** The V8 flags of the daemon on this Node (`v22.1.0`: NODE_FLAGS and LATER_NODE_FLAGS). */
+export function nodeFlags(version = process.version): readonly string[] {
+  return Number(/^v(\d+)/.exec(version)?.[1] ?? 0) >= 22 ? [...NODE_FLAGS, ...LATER_NODE_FLAGS] : NODE_FLAGS;
+}
 
 /** Set in the environment of the restarted process: it never restarts itself again. */
 export const RELAUNCHED_ENV = 'HAYLOFT_RELAUNCHED';
@@ -57,9 +75,9 @@ const flagName = (arg: string): string => (arg.split('=')[0] as string).replace(
  * What of the runtime settings this process started without. A flag given with another value
  * (`--max-semi-space-size=8`) counts as given: an operator's choice wins.
  */
-export function missingSettings(execArgv: readonly string[], env: Readonly<Record<string, string | undefined>>, platform = process.platform): Missing {
+export function missingSettings(execArgv: readonly string[], env: Readonly<Record<string, string | undefined>>, platform = process.platform, version = process.version): Missing {
   const given = new Set([...execArgv, ...(env.NODE_OPTIONS ?? '').split(/\s+/)].filter((a) => a.startsWith('--')).map(flagName));
-  const flags = NODE_FLAGS.filter((f) => !given.has(flagName(f)));
+  const flags = nodeFlags(version).filter((f) => !given.has(flagName(f)));
   let tunables: string | undefined;
   if (platform === 'linux') {
     const have = (env.GLIBC_TUNABLES ?? '').split(':').filter((s) => s !== '');
@@ -101,7 +119,7 @@ export function unappliedSettings(): Missing | undefined {
 
 /** The runtime settings in effect, for the start-up log line (the tests read it). */
 export function runtimeReport(): { nodeFlags: string[]; mallocTunables: string | null } {
-  const ours = new Set(NODE_FLAGS.map(flagName));
+  const ours = new Set([...NODE_FLAGS, ...LATER_NODE_FLAGS].map(flagName));
   const nodeFlags = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)].filter((a) => ours.has(flagName(a)));
   return { nodeFlags, mallocTunables: process.platform === 'linux' ? (process.env.GLIBC_TUNABLES ?? null) : null };
 }

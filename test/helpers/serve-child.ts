@@ -4,12 +4,13 @@
  * first start; resolves once it serves, logged in as the admin.
  */
 import { type ChildProcessByStdio, spawn } from 'node:child_process';
-import { MALLOC_TUNABLES, NODE_FLAGS } from '../../src/lib/runtime.js';
+import { MALLOC_TUNABLES, nodeFlags } from '../../src/lib/runtime.js';
 import type { Readable } from 'node:stream';
 import type { Test } from 'tap';
 import { ADMIN, CLIENT, tokenRequest } from './app.js';
 
 const CLI = new URL('../../src/cli.ts', import.meta.url).pathname;
+const BIN = new URL('../../bin/hayloft', import.meta.url).pathname;
 
 export interface Child {
   proc: ChildProcessByStdio<null, Readable, Readable>;
@@ -28,12 +29,17 @@ export interface Child {
  * Starts `hayloft serve` (the CLI, as systemd runs it) on a data folder with HAYLOFT_* variables,
  * the test administrator and client on first start; resolves once it serves, logged in as admin.
  * `args` follow `serve` (`--demo`); `nodeArgs` go to Node before the CLI (`--import` a hook).
+ * `built`: the build (`npm run build`'s bundle in dist/) by its command, bin/hayloft, as an
+ * installed release runs; else src/ through tsx.
  */
-export async function serveChild(t: Test, dir: string, env: Record<string, string> = {}, args: string[] = [], nodeArgs: string[] = []): Promise<Child> {
+export async function serveChild(t: Test, dir: string, env: Record<string, string> = {}, args: string[] = [], nodeArgs: string[] = [], built = false): Promise<Child> {
   // With the daemon's runtime settings, as bin/hayloft (and so systemd) starts it: memory as deployed.
-  const proc = spawn(process.execPath, [...NODE_FLAGS, '--import', 'tsx', ...nodeArgs, CLI, 'serve', ...args], {
+  // tap gives every child its NODE_OPTIONS (tsx's loader): env(1) unsets it for the build.
+  const argv = built ? ['env', '-u', 'NODE_OPTIONS', BIN, 'serve', ...args] : [process.execPath, ...nodeFlags(), '--import', 'tsx', ...nodeArgs, CLI, 'serve', ...args];
+  const proc = spawn(argv[0] as string, argv.slice(1), {
     env: {
       ...process.env,
+      HAYLOFT_NODE: process.execPath,
       GLIBC_TUNABLES: [process.env.GLIBC_TUNABLES, ...MALLOC_TUNABLES].filter((x) => x !== undefined && x !== '').join(':'),
       HAYLOFT_DATA_DIR: dir,
       HAYLOFT_HOST: '127.0.0.1',

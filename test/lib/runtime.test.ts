@@ -8,19 +8,21 @@ import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync, statSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import t, { type Test as Tap } from 'tap';
-import { MALLOC_TUNABLES, NODE_FLAGS, missingSettings } from '../../src/lib/runtime.js';
+import { LATER_NODE_FLAGS, MALLOC_TUNABLES, NODE_FLAGS, missingSettings, nodeFlags } from '../../src/lib/runtime.js';
 import { groupPids } from '../helpers/rss.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const CLI = new URL('../../src/cli.ts', import.meta.url).pathname;
 
 t.test('missing settings', async (t) => {
-  const none = missingSettings([], {}, 'linux');
+  const none = missingSettings([], {}, 'linux', 'v20.20.2');
   t.same(none.flags, NODE_FLAGS, 'a plain start misses every flag');
+  t.same(missingSettings([], {}, 'linux', 'v24.21.0').flags, [...NODE_FLAGS, ...LATER_NODE_FLAGS], 'Node 22 and later: the later flags too');
+  t.same(missingSettings([...NODE_FLAGS, '--invocation_count_for_turbofan=500'], {}, 'linux', 'v22.12.0').flags, [], "an operator's own TurboFan threshold wins");
   t.equal(none.tunables, MALLOC_TUNABLES.join(':'));
-  const all = missingSettings([...NODE_FLAGS], { GLIBC_TUNABLES: MALLOC_TUNABLES.join(':') }, 'linux');
+  const all = missingSettings([...nodeFlags()], { GLIBC_TUNABLES: MALLOC_TUNABLES.join(':') }, 'linux');
   t.same(all, { flags: [], tunables: undefined }, 'nothing to do when started with them');
-  t.same(missingSettings(['--max_semi_space_size=8', '--maglev'], { NODE_OPTIONS: '--heap-growing-percent=50' }, 'darwin'), { flags: [], tunables: undefined }, 'an operator\'s own values win; no glibc tunables off Linux');
+  t.same(missingSettings(['--max_semi_space_size=8', '--maglev'], { NODE_OPTIONS: '--heap-growing-percent=50' }, 'darwin', 'v20.20.2'), { flags: [], tunables: undefined }, 'an operator\'s own values win; no glibc tunables off Linux');
   t.equal(missingSettings([], { GLIBC_TUNABLES: 'glibc.malloc.tcache_count=0' }, 'linux').tunables, `glibc.malloc.tcache_count=0:${MALLOC_TUNABLES.join(':')}`, 'other tunables kept');
   t.equal(missingSettings([], { GLIBC_TUNABLES: 'glibc.malloc.mmap_threshold=4096:glibc.malloc.arena_max=8' }, 'linux').tunables, undefined, 'an operator\'s own values win');
   t.equal(missingSettings([], { GLIBC_TUNABLES: 'glibc.malloc.arena_max=8' }, 'linux').tunables, 'glibc.malloc.arena_max=8:glibc.malloc.mmap_threshold=1048576', 'only the missing one is added');
@@ -70,7 +72,8 @@ const ROOT = new URL('../../', import.meta.url).pathname;
 t.test('the hayloft command gives the settings src/lib/runtime.ts names', async (t) => {
   const text = readFileSync(BIN, 'utf8');
   const flags = /^for f in (.*); do$/m.exec(text)?.[1]?.split(' ');
-  t.same(flags, NODE_FLAGS, 'the V8 flags');
+  t.same(flags, [...NODE_FLAGS, '$later'], 'the V8 flags');
+  t.same(/^ {2}\*\) later="(.*)" ;;$/m.exec(text)?.[1]?.split(' '), LATER_NODE_FLAGS, 'the V8 flags of Node 22 and later');
   const tunables = /^for t in (.*); do$/m.exec(text)?.[1]?.split(' ');
   t.same(tunables, MALLOC_TUNABLES, 'the malloc tunables');
   t.equal(statSync(BIN).mode & 0o111, 0o111, 'executable');
@@ -85,12 +88,12 @@ t.test('hayloft serve by its command: one process with the settings, also throug
   t.equal(s.line.pid, s.pid, 'the process started is the one serving (the launcher exec\'d node)');
   t.same(s.group.map((p) => p.pid), [s.pid], 'and the only one: no launcher left waiting');
   const runtime = s.line.runtime as { nodeFlags: string[]; mallocTunables: string | null };
-  t.same(runtime.nodeFlags, NODE_FLAGS, 'the V8 flags are in effect');
+  t.same(runtime.nodeFlags, nodeFlags(), 'the V8 flags are in effect (on Node 22 and later, the later ones too)');
   if (process.platform === 'linux') t.equal(runtime.mallocTunables, MALLOC_TUNABLES.join(':'), 'the malloc tunables are in effect');
   t.notMatch(s.out, /without the runtime settings/, 'no warning');
 
   const own = await serveUntilServing(t, [BIN, 'serve'], { HAYLOFT_NODE: process.execPath, NODE_OPTIONS: '--max-semi-space-size=8', GLIBC_TUNABLES: 'glibc.malloc.tcache_count=0:glibc.malloc.arena_max=4' });
-  t.same((own.line.runtime as { nodeFlags: string[] }).nodeFlags.sort(), ['--heap-growing-percent=30', '--max-semi-space-size=8', '--no-maglev'], "an operator's own value in NODE_OPTIONS wins");
+  t.same((own.line.runtime as { nodeFlags: string[] }).nodeFlags.sort(), ['--heap-growing-percent=30', '--max-semi-space-size=8', '--no-maglev', ...nodeFlags().slice(NODE_FLAGS.length)].sort(), "an operator's own value in NODE_OPTIONS wins");
   t.equal((own.line.runtime as { mallocTunables: string }).mallocTunables, 'glibc.malloc.tcache_count=0:glibc.malloc.arena_max=4:glibc.malloc.mmap_threshold=1048576', "other tunables and an operator's own value are kept");
 });
 
@@ -101,7 +104,7 @@ t.test('hayloft serve started some other way (node cli.js serve)', async (t) => 
   t.same(s.group.filter((p) => p.comm !== 'esbuild').map((p) => p.pid), [s.pid], 'no other Node in its group');
   const runtime = s.line.runtime as { nodeFlags: string[]; mallocTunables: string | null };
   if (typeof (process as { execve?: unknown }).execve === 'function') {
-    t.same(runtime.nodeFlags, NODE_FLAGS, 'Node 22.15+: it replaced itself with a node that has the flags');
+    t.same(runtime.nodeFlags, nodeFlags(), 'Node 22.15+: it replaced itself with a node that has the flags');
     if (process.platform === 'linux') t.equal(runtime.mallocTunables, MALLOC_TUNABLES.join(':'), 'and the tunables');
   } else {
     t.same(runtime.nodeFlags, [], 'older Node: it runs as started');
