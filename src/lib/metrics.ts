@@ -9,7 +9,14 @@
  * (points by status, samples written, bytes on disk) are read at scrape time by collectors
  * instead of being tracked twice.
  */
-import { Counter, Gauge, type Metric, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Counter as CounterOf, Metric } from 'prom-client';
+// prom-client's files one by one: its index also loads the Pushgateway and the cluster
+// aggregator, and with them zlib, http, https and cluster, which a gateway does not use
+// (prom-client-parts.d.ts gives their types).
+import Counter from 'prom-client/lib/counter.js';
+import collectDefaultMetrics from 'prom-client/lib/defaultMetrics.js';
+import Gauge from 'prom-client/lib/gauge.js';
+import Registry from 'prom-client/lib/registry.js';
 
 export interface MetricsOptions {
   /** Process metrics (CPU, memory, event-loop lag, open files): on for the daemon, off in tests. */
@@ -38,7 +45,7 @@ interface OpStats {
 export class Metrics {
   readonly registry = new Registry();
   /** Error answers by error code. */
-  readonly errors: Counter<'code'>;
+  readonly errors: CounterOf<'code'>;
   private readonly http = new Map<string, OpStats>();
 
   constructor(opts: MetricsOptions) {

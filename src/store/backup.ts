@@ -23,9 +23,10 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
+import { createRequire } from 'node:module';
+import type * as Readline from 'node:readline';
 import { Readable } from 'node:stream';
-import { createGunzip, createGzip } from 'node:zlib';
+import type * as Zlib from 'node:zlib';
 import { ClassicLevel } from 'classic-level';
 import { ErrorCodes, HayloftError } from '../lib/errors.js';
 import { FORMAT_VERSION, type Store } from './db.js';
@@ -84,9 +85,14 @@ export async function* backupLines(store: Store, info: { productVersion: string;
   yield JSON.stringify({ end: true, entries, sha256: hash.digest('hex') }) + '\n';
 }
 
+/** zlib and readline, loaded by the first backup or restore: a start does not need them. */
+const lazy = createRequire(import.meta.url);
+const zlib = (): typeof Zlib => lazy('node:zlib') as typeof Zlib;
+const readline = (): typeof Readline => lazy('node:readline') as typeof Readline;
+
 /** The backup file's bytes (gzip), streamed with backpressure. */
 export function backupStream(store: Store, info: { productVersion: string; now: number }): Readable {
-  return Readable.from(backupLines(store, info)).pipe(createGzip());
+  return Readable.from(backupLines(store, info)).pipe(zlib().createGzip());
 }
 
 function bad(message: string, cause?: unknown): HayloftError {
@@ -99,13 +105,13 @@ function bad(message: string, cause?: unknown): HayloftError {
  * intact backup this version can restore.
  */
 export async function readBackup(input: Readable, onEntry?: (key: Buffer, value: Buffer) => void | Promise<void>): Promise<BackupSummary> {
-  const gunzip = createGunzip();
+  const gunzip = zlib().createGunzip();
   let streamError: unknown;
   input.on('error', (e) => {
     streamError = e;
     gunzip.destroy(e);
   });
-  const lines = createInterface({ input: input.pipe(gunzip), crlfDelay: Infinity });
+  const lines = readline().createInterface({ input: input.pipe(gunzip), crlfDelay: Infinity });
   let header: BackupHeader | undefined;
   let trailer: { entries: number; sha256: string } | undefined;
   const hash = createHash('sha256');
