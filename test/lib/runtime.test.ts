@@ -22,7 +22,7 @@ t.test('missing settings', async (t) => {
   t.equal(none.tunables, MALLOC_TUNABLES.join(':'));
   const all = missingSettings([...nodeFlags()], { GLIBC_TUNABLES: MALLOC_TUNABLES.join(':') }, 'linux');
   t.same(all, { flags: [], tunables: undefined }, 'nothing to do when started with them');
-  t.same(missingSettings(['--max_semi_space_size=8', '--maglev'], { NODE_OPTIONS: '--heap-growing-percent=50' }, 'darwin', 'v20.20.2'), { flags: [], tunables: undefined }, 'an operator\'s own values win; no glibc tunables off Linux');
+  t.same(missingSettings(['--max_semi_space_size=8', '--maglev', '--bytecode_old_age=3'], { NODE_OPTIONS: '--heap-growing-percent=50' }, 'darwin', 'v20.20.2'), { flags: [], tunables: undefined }, 'an operator\'s own values win; no glibc tunables off Linux');
   t.equal(missingSettings([], { GLIBC_TUNABLES: 'glibc.malloc.tcache_count=0' }, 'linux').tunables, `glibc.malloc.tcache_count=0:${MALLOC_TUNABLES.join(':')}`, 'other tunables kept');
   t.equal(missingSettings([], { GLIBC_TUNABLES: 'glibc.malloc.mmap_threshold=4096:glibc.malloc.arena_max=8' }, 'linux').tunables, undefined, 'an operator\'s own values win');
   t.equal(missingSettings([], { GLIBC_TUNABLES: 'glibc.malloc.arena_max=8' }, 'linux').tunables, 'glibc.malloc.arena_max=8:glibc.malloc.mmap_threshold=1048576', 'only the missing one is added');
@@ -93,7 +93,7 @@ t.test('hayloft serve by its command: one process with the settings, also throug
   t.notMatch(s.out, /without the runtime settings/, 'no warning');
 
   const own = await serveUntilServing(t, [BIN, 'serve'], { HAYLOFT_NODE: process.execPath, NODE_OPTIONS: '--max-semi-space-size=8', GLIBC_TUNABLES: 'glibc.malloc.tcache_count=0:glibc.malloc.arena_max=4' });
-  t.same((own.line.runtime as { nodeFlags: string[] }).nodeFlags.sort(), ['--heap-growing-percent=30', '--max-semi-space-size=8', '--no-maglev', ...nodeFlags().slice(NODE_FLAGS.length)].sort(), "an operator's own value in NODE_OPTIONS wins");
+  t.same((own.line.runtime as { nodeFlags: string[] }).nodeFlags.sort(), ['--heap-growing-percent=30', '--max-semi-space-size=8', '--no-maglev', '--bytecode-old-age=2', ...nodeFlags().slice(NODE_FLAGS.length)].sort(), "an operator's own value in NODE_OPTIONS wins");
   t.equal((own.line.runtime as { mallocTunables: string }).mallocTunables, 'glibc.malloc.tcache_count=0:glibc.malloc.arena_max=4:glibc.malloc.mmap_threshold=1048576', "other tunables and an operator's own value are kept");
 });
 
@@ -108,6 +108,6 @@ t.test('hayloft serve started some other way (node cli.js serve)', async (t) => 
     if (process.platform === 'linux') t.equal(runtime.mallocTunables, MALLOC_TUNABLES.join(':'), 'and the tunables');
   } else {
     t.same(runtime.nodeFlags, [], 'older Node: it runs as started');
-    t.match(s.out, /"missingNodeFlags":\["--max-semi-space-size=4","--heap-growing-percent=30","--no-maglev"\].*started without the runtime settings/, 'and says what is missing and how to start it');
+    t.match(s.out, /"missingNodeFlags":\["--max-semi-space-size=4","--heap-growing-percent=30","--no-maglev","--bytecode-old-age=2"\].*started without the runtime settings/, 'and says what is missing and how to start it');
   }
 });
