@@ -2,10 +2,12 @@
 // (default dist/; scripts/bench.mjs builds dist-bench/dist the same way). `npm run build` runs it
 // after tsc has checked the types.
 //
-// Why a bundle (docs/performance.md, "one bundle"): started from ~180 modules of ours and ~70 of
-// the libraries', Node's module loader resolves each path, and on Node 24 that work alone makes
-// its path functions hot enough for TurboFan, whose code pages of the node binary (about 6 MiB)
-// then stay resident in a gateway that is only idling. One file also opens faster from an SD card.
+// Why a bundle (docs/performance.md, "One bundle, and TurboFan later"): started from ~180 modules
+// of ours and ~70 of the libraries', Node's module loader resolved each path, and on Node 24 that
+// work made its path functions hot enough for TurboFan, whose code pages of the node binary (about
+// 6 MiB) then stayed resident in a gateway that was only idling. With a few dozen files to resolve
+// (and bin/hayloft's TurboFan threshold on Node 22+) a start no longer wakes it. Restarts take 0.6
+// of the time, and one file opens faster from an SD card.
 //
 // - Bundled: our code, the libraries every start loads (pino, jose, prom-client, negotiator,
 //   abstract-level and classic-level's JavaScript) and Modbus's (modbus-serial and serialport's
@@ -17,8 +19,9 @@
 //   (classic-level's and serialport's bindings, found by node-gyp-build beside their package); and
 //   polka with node:http, which src/api/node-http.ts requires as CommonJS on purpose.
 // - Lazy parts of our own (`import()`) become chunks of their own, loaded when first used, as the
-//   modules were. Not minified: stack traces in the journal keep their function names, and the
-//   source maps beside (not loaded at run time) lead back to src/.
+//   modules were. Whitespace removed and syntax shortened, names kept (fully minified names saved
+//   nothing more): stack traces in the journal keep their function names, and the source maps
+//   beside (not loaded at run time) lead back to src/.
 import { build } from 'esbuild';
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { join, relative } from 'node:path';
