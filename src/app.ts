@@ -60,8 +60,6 @@ import { installPrefix, stateFile as updateStateFile } from './lib/update.js';
 import { packageRoot, productVersion } from './lib/package-dir.js';
 import { UpdateStatus } from './lib/update-status.js';
 
-export { packageRoot, productVersion } from './lib/package-dir.js';
-
 /** Where `npm run build` puts the console (web/ built into dist/web), whether the server runs from src/ or dist/. */
 export function consoleDir(): string {
   return join(packageRoot(), 'dist', 'web') + '/';

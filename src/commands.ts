@@ -6,7 +6,8 @@
 import { parseArgs } from 'node:util';
 import type { DemoDevice } from './demo.js';
 import { systemClock } from './lib/clock.js';
-import { App, type AppOptions, firstRunFromEnv, packageRoot, productVersion } from './app.js';
+import { App, type AppOptions, firstRunFromEnv } from './app.js';
+import { packageRoot, productVersion } from './lib/package-dir.js';
 import { installPrefix, recover, update as runUpdate } from './lib/update.js';
 import type { Bootstrap } from './auth/auth.js';
 import { randomSecret } from './auth/passwords.js';

@@ -13,6 +13,7 @@ import t from 'tap';
 import { HDateTime, type HDict, HNumber, HRef, HUri, MARKER } from '../src/haystack/values.js';
 import { UTC } from '../src/haystack/tz.js';
 import { nodeFlags } from '../src/lib/runtime.js';
+import { until } from './helpers/conn-http.js';
 import { expectOk, getGrid, gridOf, postGrid } from './helpers/http.js';
 import { serveChild } from './helpers/serve-child.js';
 import { tempDir } from './helpers/tmp.js';
@@ -38,8 +39,10 @@ t.test('npm run build makes one bundle of the daemon; bin/hayloft runs it and ev
 
   // Polling (Modbus, bundled into the chunk the first connector loads) into the model.
   const read = async (id: string): Promise<HDict> => expectOk(t, await getGrid(s.base, 'read', { id: HRef.of(id) }, headers), `read ${id}`).rows[0] as HDict;
-  let cur: unknown;
-  for (let i = 0; i < 100 && !((cur = (await read('demo.ahu1.supplyTemp')).get('curVal')) instanceof HNumber); i++) await new Promise((r) => setTimeout(r, 100));
+  const cur = await until('a polled value', async () => {
+    const v = (await read('demo.ahu1.supplyTemp')).get('curVal');
+    return v instanceof HNumber ? v : undefined;
+  });
   t.ok(cur instanceof HNumber, 'the demo point polls its device (modbus-serial in the bundle)');
 
   // History (LevelDB: classic-level bundled, its native binding from node_modules).
@@ -62,15 +65,16 @@ t.test('npm run build makes one bundle of the daemon; bin/hayloft runs it and ev
   const rtu = gridOf({ modbusConn: MARKER, name: 'rtu', dis: 'rtu', uri: new HUri('modbus-rtu:/dev/hayloft-no-such-port'), modbusSlave: new HNumber(1), pollTime: new HNumber(200, 'ms') });
   const rtuId = expectOk(t, await postGrid(s.base, 'createRec', rtu, headers), 'a Modbus RTU connector').rows[0]?.get('id') as HRef;
   expectOk(t, await postGrid(s.base, 'createRec', gridOf({ dis: 'rtu point', point: MARKER, cur: MARKER, kind: 'Number', modbusConnRef: rtuId, modbusCur: 'holding:0' }), headers), 'its point');
-  let err: unknown;
-  for (let i = 0; i < 100 && (err = (await read(rtuId.id)).get('connErr')) === undefined; i++) await new Promise((r) => setTimeout(r, 100));
+  const err = await until('the serial connector\'s fault', async () => (await read(rtuId.id)).get('connErr'));
   t.match(String(err), /no-such-port|No such file|ENOENT|cannot open/i, 'a serial connector reports the missing port (serialport and its binding load)');
   // BACnet (its library from node_modules, loaded with the first BACnet connector).
   const bac = gridOf({ bacnetConn: MARKER, name: 'bac', dis: 'bac', uri: new HUri('bacnet://127.0.0.1:47999/1234'), pollTime: new HNumber(250, 'ms') });
   const bacId = expectOk(t, await postGrid(s.base, 'createRec', bac, headers), 'a BACnet connector').rows[0]?.get('id') as HRef;
   expectOk(t, await postGrid(s.base, 'createRec', gridOf({ dis: 'bac point', point: MARKER, cur: MARKER, kind: 'Number', bacnetConnRef: bacId, bacnetCur: 'AI1' }), headers), 'its point');
-  let status: unknown;
-  for (let i = 0; i < 100 && ((status = (await read(bacId.id)).get('connStatus')) === undefined || status === 'pending'); i++) await new Promise((r) => setTimeout(r, 100));
+  const status = await until('the BACnet connector\'s status', async () => {
+    const v = (await read(bacId.id)).get('connStatus');
+    return v === 'pending' ? undefined : v;
+  });
   t.ok(typeof status === 'string' && status !== 'pending', `the BACnet connector runs (@bacnet-js/client loads): ${String(status)}`);
 
   t.equal(s.proc.exitCode, null, 'still serving');

@@ -10,7 +10,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import mqtt from 'mqtt';
 import t, { type Test } from 'tap';
-import { productVersion } from '../../../src/app.js';
+import { productVersion } from '../../../src/lib/package-dir.js';
 import { HDateTime, HDict, HNumber, HRef, type HVal, MARKER } from '../../../src/haystack/values.js';
 import { UTC } from '../../../src/haystack/tz.js';
 import { type UMetric, encode, num } from '../../../src/sync/mqtt/sparkplug.js';
